@@ -1,0 +1,86 @@
+# sglang-lab: Ansible for SGLang optimization experiments.
+# The two commands a user needs are `make demo` and `make test`; each sets up
+# what it needs on a fresh machine (venv, containers) before it runs.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# Python: prefer pyenv's 3.12 (what the project is pinned and tested on), then
+# any python3.12 on PATH, then python3 (>= 3.11) with a warning.
+PYENV_PY312 := $(wildcard /root/.pyenv/versions/3.12.*/bin/python3.12)
+PYTHON ?= $(or $(firstword $(PYENV_PY312)),$(shell command -v python3.12 2>/dev/null),python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+VBIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(VBIN):$(PATH)
+export PYTHONDONTWRITEBYTECODE := 1
+
+WORK := .work
+RESULTS := results
+DEMO_TIER ?= t03-single-batch-overlap
+
+.PHONY: help venv demo test lint pytest molecule containers check-tiers tier-docs manifests perf report gpu-check clean distclean
+
+help: ## Show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt constraints.txt requirements-nodeps.txt
+	@ver=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	case "$$ver" in 3.12) ;; 3.1[1-9]) echo "WARNING: using Python $$ver from '$(PYTHON)'; the project is pinned and tested on 3.12 (set PYTHON=...)" >&2 ;; \
+	  *) echo "ERROR: Python >= 3.11 is required, '$(PYTHON)' is $$ver. Install 3.12 (pyenv install 3.12) or set PYTHON=/path/to/python3.12" >&2; exit 1 ;; esac
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip==26.3
+	$(VPY) -m pip install -q -r requirements.txt -c constraints.txt
+	$(VPY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	touch $@
+
+venv: $(STAMP) ## Create the pinned controller venv (.venv)
+
+demo: $(STAMP) ## Run the baseline and one more tier against the simulator, then build the report
+	$(VPY) tools/demo.py --tier $(DEMO_TIER)
+
+test: $(STAMP) lint pytest molecule ## Lint, pytest and every molecule scenario (what CI runs)
+
+lint: $(STAMP) ## yamllint, ansible-lint (production), ruff, shellcheck
+	$(VBIN)/yamllint -s .
+	$(VBIN)/ansible-lint --offline
+	$(VBIN)/ruff check .
+	git ls-files '*.sh' .ci/run | xargs -r $(VBIN)/shellcheck
+
+pytest: $(STAMP) ## Unit and integration tests (simulator, modules, playbooks)
+	$(VPY) -m pytest -q
+
+containers: $(STAMP) ## Install podman and build the local Debian test image (cached)
+	bash tools/containers/setup-podman.sh
+	bash tools/containers/build-image.sh
+
+molecule: containers ## Every molecule scenario in podman
+	bash tools/containers/molecule-all.sh
+
+check-tiers: $(STAMP) ## Tiers x SGLang versions flag-check matrix
+	$(VPY) tools/check_tiers.py
+
+tier-docs: $(STAMP) ## Regenerate docs/tiers/ from data/tiers.yml
+	$(VPY) tools/render_tier_docs.py
+
+manifests: $(STAMP) ## Rebuild the flag manifests from downloaded SGLang wheels
+	$(VPY) tools/build_flag_manifest.py --version 0.5.10.post1 --version 0.5.23
+
+perf: $(STAMP) ## Lifecycle latency vs an anchor-style loop (results/perf.json)
+	$(VPY) tools/perf_lifecycle.py
+
+report: $(STAMP) ## Markdown report + PNG chart from results/*/ledger.jsonl
+	$(VBIN)/ansible-playbook playbooks/report.yml
+
+gpu-check: $(STAMP) ## On a GPU node: hold GPU memory, verified stop, telemetry (see docs/gpu.md)
+	bash tools/gpu_check.sh
+
+clean: ## Remove run state and results (keeps the venv)
+	rm -rf $(WORK) $(RESULTS)
+
+distclean: clean ## Also remove the venv
+	rm -rf $(VENV)
