@@ -1,0 +1,135 @@
+"""The simulator's own knobs, read from SGLANG_SIM_* environment variables.
+
+The command line mirrors SGLang's exactly, so everything that is the
+simulator's own (load time, speed, faults, GPU mode) comes from the
+environment. ``parse_env`` is pure: it takes a mapping and returns a frozen
+SimConfig or raises ConfigError with a one-line message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+FAULTS = (
+    "crash_on_load",
+    "crash_after_requests",
+    "hang",
+    "ignore_sigterm",
+    "port_in_use",
+)
+
+DEFAULT_LOAD_SECONDS = 2.0
+DEFAULT_SPEED = 1.0
+DEFAULT_FAULT_AFTER = 10
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """An SGLANG_SIM_* variable has a value the simulator cannot use."""
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """GPU mode: hold real device memory and/or run one NCCL all-reduce."""
+
+    mem_mb: int = 0
+    nccl_allreduce: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.mem_mb > 0 or self.nccl_allreduce
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    load_seconds: float = DEFAULT_LOAD_SECONDS
+    speed: float = DEFAULT_SPEED
+    faults: frozenset[str] = field(default_factory=frozenset)
+    fault_after: int = DEFAULT_FAULT_AFTER
+    tokenizer: str | None = None
+    gpu: GpuConfig = field(default_factory=GpuConfig)
+
+    def has(self, fault: str) -> bool:
+        return fault in self.faults
+
+    def describe(self) -> dict:
+        """JSON-ready summary for /server_info."""
+        return {
+            "load_seconds": self.load_seconds,
+            "speed": self.speed,
+            "faults": sorted(self.faults),
+            "fault_after": self.fault_after if self.has("crash_after_requests") else None,
+            "tokenizer": self.tokenizer,
+            "gpu_mem_mb": self.gpu.mem_mb,
+            "nccl_allreduce": self.gpu.nccl_allreduce,
+        }
+
+
+def _number(env: Mapping[str, str], name: str, default: float, minimum: float,
+            strict: bool = False) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} must be a finite number")
+    if value < minimum or (strict and value == minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise ConfigError(f"{name}={raw!r} must be {bound}")
+    return value
+
+
+def _integer(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be >= {minimum}")
+    return value
+
+
+def _boolean(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConfigError(f"{name}={env.get(name)!r} is not a boolean (use 1 or 0)")
+
+
+def parse_faults(raw: str) -> frozenset[str]:
+    """'hang, ignore_sigterm' -> {'hang', 'ignore_sigterm'}; unknown names fail."""
+    names = [part.strip() for part in raw.split(",") if part.strip()]
+    unknown = [name for name in names if name not in FAULTS]
+    if unknown:
+        raise ConfigError(
+            f"SGLANG_SIM_FAULT names unknown fault(s) {', '.join(unknown)}; "
+            f"known: {', '.join(FAULTS)}"
+        )
+    return frozenset(names)
+
+
+def parse_env(env: Mapping[str, str]) -> SimConfig:
+    """Build the SimConfig from an environment mapping."""
+    return SimConfig(
+        load_seconds=_number(env, "SGLANG_SIM_LOAD_SECONDS", DEFAULT_LOAD_SECONDS, 0.0),
+        speed=_number(env, "SGLANG_SIM_SPEED", DEFAULT_SPEED, 0.0, strict=True),
+        faults=parse_faults(env.get("SGLANG_SIM_FAULT", "")),
+        fault_after=_integer(env, "SGLANG_SIM_FAULT_AFTER", DEFAULT_FAULT_AFTER, 0),
+        tokenizer=env.get("SGLANG_SIM_TOKENIZER") or None,
+        gpu=GpuConfig(
+            mem_mb=_integer(env, "SGLANG_SIM_GPU_MEM_MB", 0, 0),
+            nccl_allreduce=_boolean(env, "SGLANG_SIM_NCCL_ALLREDUCE"),
+        ),
+    )
