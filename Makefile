@@ -23,7 +23,7 @@ WORK := .work
 RESULTS := results
 DEMO_TIER ?= t03-single-batch-overlap
 
-.PHONY: help venv demo test lint pytest molecule containers check-tiers tier-docs manifests perf report gpu-check clean distclean
+.PHONY: help venv demo test lint pytest wheels molecule containers check-tiers tier-docs manifests flag-history perf report gpu-check clean distclean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -50,8 +50,20 @@ lint: $(STAMP) ## yamllint, ansible-lint (production), ruff, shellcheck
 	$(VBIN)/ansible-lint --offline
 	$(VBIN)/ruff check .
 	git ls-files '*.sh' .ci/run | xargs -r $(VBIN)/shellcheck
+	$(VPY) tools/render_tier_docs.py --check
 
-pytest: $(STAMP) ## Unit and integration tests (simulator, modules, playbooks)
+# The two SGLang wheels whose real parser the manifest tests compare against
+# (pinned and 0.5.23), fetched once into the tool's cache.
+WHEEL_CACHE := .cache/sglang-wheels
+WHEELS := $(WHEEL_CACHE)/0.5.10.post1/.fetched $(WHEEL_CACHE)/0.5.23/.fetched
+
+$(WHEEL_CACHE)/%/.fetched: | $(STAMP)
+	$(VPY) -m pip download -q --no-deps -d $(WHEEL_CACHE)/$* sglang==$*
+	touch $@
+
+wheels: $(WHEELS) ## Fetch the SGLang wheels the flag-manifest tests parse
+
+pytest: $(STAMP) $(WHEELS) ## Unit and integration tests (simulator, modules, playbooks)
 	$(VPY) -m pytest -q
 
 containers: $(STAMP) ## Install podman and build the local Debian test image (cached)
@@ -69,6 +81,9 @@ tier-docs: $(STAMP) ## Regenerate docs/tiers/ from data/tiers.yml
 
 manifests: $(STAMP) ## Rebuild the flag manifests from downloaded SGLang wheels
 	$(VPY) tools/build_flag_manifest.py --version 0.5.10.post1 --version 0.5.23
+
+flag-history: $(STAMP) ## Rebuild data/flag_manifests/history.json from every wheel in .cache/sglang-wheels
+	$(VPY) tools/build_flag_manifest.py --out-dir .cache/flag-manifests --history data/flag_manifests/history.json $(WHEEL_CACHE)/*/sglang-*.whl
 
 perf: $(STAMP) ## Lifecycle latency vs an anchor-style loop (results/perf.json)
 	$(VPY) tools/perf_lifecycle.py
