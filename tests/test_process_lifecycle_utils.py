@@ -1,0 +1,572 @@
+"""Unit tests of the lifecycle logic in plugins/module_utils (sglang_process, sglang_lock, sglang_ready).
+
+Real processes and real signals where the behaviour is about processes (small trees in their own
+session, started and always cleaned up here); fakes where a state cannot be produced on demand
+(a process stuck in disk-sleep, nvidia-smi answers). No assertion on durations.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import ansible.module_utils
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_MU = str(ROOT / "plugins" / "module_utils")
+if _MU not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MU)
+
+from ansible.module_utils import sglang_crash, sglang_lock, sglang_process, sglang_ready  # noqa: E402
+
+CATALOG = sglang_crash.load_catalog(ROOT / "data" / "crash_signatures.yml")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += max(seconds, 0.01)
+
+
+def kill_session(sid):
+    """Clean-up: SIGKILL every process of session ``sid`` and reap our children."""
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid and proc.pid != os.getpid():
+                proc.kill()
+        except (OSError, psutil.Error):
+            pass
+    for proc in psutil.process_iter():
+        sglang_process.reap_if_child(proc.pid)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """Start a small process tree in its own session; yields (pid, log); kills it afterwards."""
+    started = []
+
+    def start(script):
+        log = tmp_path / "tree.log"
+        pid = sglang_process.spawn_detached(["/bin/bash", "-c", script], str(log))
+        started.append(pid)
+        deadline = time.monotonic() + 10
+        # wait until the tree is there (the script writes "up" once its children run)
+        while time.monotonic() < deadline and "up" not in log.read_text():
+            time.sleep(0.05)
+        assert "up" in log.read_text(), log.read_text()
+        return pid, log
+
+    yield start
+    for pid in started:
+        kill_session(pid)
+
+
+# --------------------------------------------------------------------------- files
+
+
+@pytest.mark.parametrize(
+    "existing, keep, expected",
+    [
+        ([], 3, []),
+        (["x.log"], 0, [("x.log", None)]),
+        (["x.log"], 3, [("x.log", "x.log.1")]),
+        (["x.log", "x.log.1"], 3, [("x.log.1", "x.log.2"), ("x.log", "x.log.1")]),
+        (
+            ["x.log", "x.log.1", "x.log.2", "x.log.3"],
+            3,
+            [("x.log.3", None), ("x.log.2", "x.log.3"), ("x.log.1", "x.log.2"), ("x.log", "x.log.1")],
+        ),
+        (["x.log", "x.log.2"], 3, [("x.log.2", "x.log.3"), ("x.log", "x.log.1")]),
+    ],
+)
+def test_rotation_plan(existing, keep, expected):
+    assert sglang_process.rotation_plan("x.log", keep, exists=set(existing).__contains__) == expected
+
+
+def test_rotate_log_keeps_n_copies(tmp_path):
+    log = tmp_path / "baseline.log"
+    for run in range(5):
+        log.write_text(f"run {run}\n")
+        sglang_process.rotate_log(str(log), 2)
+    assert not log.exists()
+    assert (tmp_path / "baseline.log.1").read_text() == "run 4\n"
+    assert (tmp_path / "baseline.log.2").read_text() == "run 3\n"
+    assert not (tmp_path / "baseline.log.3").exists()
+
+
+def test_state_files_round_trip(tmp_path):
+    path = tmp_path / "server.json"
+    sglang_process.atomic_write_json(str(path), {"tier": "baseline", "pid": 12})
+    assert sglang_process.read_json(str(path)) == {"tier": "baseline", "pid": 12}
+    assert oct(path.stat().st_mode & 0o777) == "0o640"
+    path.write_text("{broken")
+    assert sglang_process.read_json(str(path)) is None
+    assert sglang_process.read_json(str(tmp_path / "missing.json")) is None
+
+
+# --------------------------------------------------------------------------- patterns and protection
+
+PATTERNS = sglang_process.compile_patterns(sglang_process.DEFAULT_KILL_PATTERNS)
+
+
+@pytest.mark.parametrize(
+    "cmdline",
+    [
+        "sglang::scheduler_TP0",
+        "sglang::scheduler_DP1_TP3",
+        "sglang::detokenizer",
+        "sglang::data_parallel_controller",
+        "python3 -u -m sglang.launch_server --model lukealonso/GLM-5-NVFP4 --tp-size 8",
+        "/root/ml-env/bin/python /root/ml-env/bin/sglang serve --model-path x",
+        "/work/main/.venv/bin/python -m sglang_sim.launch_server --model-path x --tp-size 8 --port 30000",
+    ],
+)
+def test_sglang_command_lines_match(cmdline):
+    assert sglang_process.cmdline_matches(cmdline, PATTERNS)
+
+
+@pytest.mark.parametrize(
+    "cmdline",
+    [
+        "tail -f /root/sglang-server-piecewise.log",
+        "grep sglang::scheduler /tmp/ps.txt",
+        "vim simulator/sglang_sim/launch_server.py",
+        "python3 -m sglang.bench_serving --backend sglang --num-prompts 10",
+        "python -m pytest tests/test_sglang_launch_server.py",
+        "bash /root/run_tp8_piecewise.sh",
+    ],
+)
+def test_other_command_lines_do_not_match(cmdline):
+    assert sglang_process.cmdline_matches(cmdline, PATTERNS) is None
+
+
+def test_bad_pattern_is_named():
+    with pytest.raises(ValueError, match=r"'\('"):
+        sglang_process.compile_patterns(["("])
+
+
+def test_protected_pids_are_this_process_and_its_ancestors():
+    protected = sglang_process.protected_pids()
+    assert os.getpid() in protected
+    assert os.getppid() in protected
+
+
+# --------------------------------------------------------------------------- discovery and stop (real processes)
+
+
+def test_session_finds_the_whole_tree_and_stop_ends_it(tree):
+    pid, _log = tree("sleep 300 & sleep 300 & echo up; wait")
+    assert os.getsid(pid) == pid
+    targets, skipped = sglang_process.find_server_processes(sid=pid, pid=pid, protected={os.getpid()})
+    assert skipped == []
+    assert pid in targets and len(targets) == 3
+    assert all("session" in entry["found_by"] and "pidfile" in entry["found_by"] for entry in targets.values())
+
+    records, _timings = sglang_process.stop_processes(targets, grace_seconds=10)
+    assert {r["outcome"] for r in records} <= {"exited-on-term"}
+    assert all(r["signals"] == ["TERM"] for r in records)
+    assert sglang_process.split_alive(targets)[0] == []
+
+
+def test_protected_process_is_never_a_target(tree):
+    pid, _log = tree("sleep 300 & echo up; wait")
+    targets, skipped = sglang_process.find_server_processes(sid=pid, protected={pid})
+    assert pid not in targets
+    assert {"pid": pid, "found_by": "session"} in skipped
+
+
+def test_process_started_before_the_server_is_not_taken_for_it(tree):
+    pid, _log = tree("sleep 300 & echo up; wait")
+    targets, _ = sglang_process.find_server_processes(sid=pid, started_at=time.time() + 3600, protected=set())
+    assert targets == {}
+
+
+def test_child_ignoring_sigterm_is_killed(tree):
+    # bash ignores TERM and its sleep inherits the ignored disposition.
+    pid, _log = tree("trap '' TERM; sleep 300 & echo up; wait")
+    targets, _ = sglang_process.find_server_processes(sid=pid, protected={os.getpid()})
+    records, _timings = sglang_process.stop_processes(targets, grace_seconds=0.5)
+    assert {r["outcome"] for r in records} == {"killed"}
+    assert all(r["signals"] == ["TERM", "KILL"] for r in records)
+
+
+def test_orphan_ignoring_sigterm_is_killed_once_the_main_process_is_gone(tree):
+    # The root (no trap) dies on SIGTERM; its child subshell ignores SIGTERM.
+    pid, _log = tree("(trap '' TERM; sleep 300) & echo up; wait")
+    targets, _ = sglang_process.find_server_processes(sid=pid, protected={os.getpid()})
+    records, _timings = sglang_process.stop_processes(targets, grace_seconds=120, roots={pid},
+                                                      orphan_grace_seconds=0.2)
+    by_pid = {r["pid"]: r for r in records}
+    assert by_pid[pid]["outcome"] == "exited-on-term"
+    orphans = [r for r in records if r["pid"] != pid]
+    assert orphans and all(r["outcome"] == "killed" and r.get("orphaned") for r in orphans)
+
+
+def test_pattern_safety_net_finds_a_process_without_session_or_pidfile(tree, tmp_path):
+    marker = f"sglang-lifecycle-test-{os.getpid()}-{tmp_path.name}"
+    pid, _log = tree(f"exec -a {marker} sleep 300 & echo up; wait")
+    pattern = f"^{marker} 300$"
+    targets, _ = sglang_process.find_server_processes(patterns=[pattern], protected={os.getpid()})
+    assert len(targets) == 1
+    (entry,) = targets.values()
+    assert entry["found_by"] == [f"pattern:{pattern}"]
+    assert os.getsid(next(iter(targets))) == pid
+
+
+def test_zombie_counts_as_gone_and_is_not_signalled():
+    child = subprocess.Popen(["/bin/true"])
+    proc = psutil.Process(child.pid)
+    deadline = time.monotonic() + 10
+    while proc.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert sglang_process.is_gone(proc)
+        alive, zombies = sglang_process.split_alive({child.pid: {"proc": proc, "found_by": ["session"]}})
+        assert (alive, zombies) == ([], [child.pid])
+        records, _ = sglang_process.stop_processes({child.pid: {"proc": proc, "found_by": ["session"]}}, 1)
+        assert records[0]["outcome"] == "zombie" and records[0]["signals"] == []
+    finally:
+        child.wait()
+
+
+class StuckProcess:
+    """A process in uninterruptible sleep: signals are delivered but it never exits."""
+
+    pid = 999999
+
+    def __init__(self):
+        self.signals = []
+
+    def send_signal(self, signum):
+        self.signals.append(signum)
+
+    def status(self):
+        return psutil.STATUS_DISK_SLEEP
+
+    def oneshot(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def ppid(self):
+        return 1
+
+    def name(self):
+        return "python3"
+
+    def cmdline(self):
+        return ["python3", "-m", "sglang.launch_server", "--tp-size", "8"]
+
+    def create_time(self):
+        return 0.0
+
+    def username(self):
+        return "root"
+
+
+def test_process_surviving_sigkill_is_reported_with_its_state():
+    clock = FakeClock()
+    stuck = StuckProcess()
+    records, _ = sglang_process.stop_processes(
+        {stuck.pid: {"proc": stuck, "found_by": ["session"]}}, 2.0, 1.0, clock=clock, sleep=clock.sleep
+    )
+    (record,) = records
+    assert record["outcome"] == "survivor"
+    assert "disk-sleep" in record["state"]
+    assert "sglang.launch_server" in record["cmdline"]
+    assert stuck.signals == [signal.SIGTERM, signal.SIGKILL]
+
+
+# --------------------------------------------------------------------------- ports
+
+
+def test_port_held_by_a_listener_names_its_process():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        status = sglang_process.port_status(port)
+        assert status["free"] is False
+        assert [h["pid"] for h in status["holders"]] == [os.getpid()]
+        assert "python" in status["holders"][0]["cmdline"]
+        assert f"pid {os.getpid()}" in sglang_process.format_holders(status["holders"])
+    finally:
+        listener.close()
+    assert sglang_process.port_status(port) == {"port": port, "free": True, "holders": []}
+
+
+# --------------------------------------------------------------------------- GPU release
+
+
+def snapshot(processes, used=(1000, 2000), available=True, known=True):
+    return {
+        "available": available,
+        "error": None if available else "nvidia-smi not found",
+        "processes_known": known,
+        "gpus": [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell", "memory_used_mib": u, "memory_total_mib": 97887}
+                 for i, u in enumerate(used)],
+        "processes": [{"pid": pid, "gpu_index": gpu, "used_memory_mib": mib} for pid, gpu, mib in processes],
+    }
+
+
+def test_gpu_release_is_polled_until_the_pids_are_gone():
+    clock = FakeClock()
+    answers = iter([snapshot([(100, 0, 80000), (4242, 1, 500)], (81000, 1500)),
+                    snapshot([(100, 0, 80000), (4242, 1, 500)], (81000, 1500)),
+                    snapshot([(4242, 1, 500)], (1000, 1500))])
+    before = snapshot([(100, 0, 80000), (4242, 1, 500)], (81000, 1500))
+    result = sglang_process.wait_gpu_released(lambda: next(answers), [100, 101], 30, before=before, clock=clock,
+                                              sleep=clock.sleep)
+    assert result["checked"] and result["released"] is True
+    assert result["polls"] == 3
+    assert [g["memory_used_mib"] for g in result["before"]] == [81000, 1500]
+    assert [g["memory_used_mib"] for g in result["after"]] == [1000, 1500]
+    assert [p["pid"] for p in result["other_processes"]] == [4242]
+
+
+def test_gpu_still_held_after_the_timeout_is_reported():
+    clock = FakeClock()
+    result = sglang_process.wait_gpu_released(lambda: snapshot([(100, 0, 80000)]), [100], 5, clock=clock,
+                                              sleep=clock.sleep)
+    assert result["released"] is False
+    assert result["holding"] == [{"pid": 100, "gpu_index": 0, "used_memory_mib": 80000}]
+
+
+@pytest.mark.parametrize(
+    "answer, checked, released",
+    [(snapshot([], available=False), False, None), (snapshot([], known=False), False, None)],
+    ids=["no-nvidia-smi", "process-query-failed"],
+)
+def test_gpu_release_unverifiable(answer, checked, released):
+    clock = FakeClock()
+    result = sglang_process.wait_gpu_released(lambda: answer, [100], 5, clock=clock, sleep=clock.sleep)
+    assert result["checked"] is checked and result["released"] is released
+
+
+def test_gpu_release_with_the_nvidia_smi_parser():
+    fixtures = ROOT / "tests" / "fixtures" / "nvidia-smi" / "h200-1gpu"
+    if not (ROOT / "plugins" / "module_utils" / "nvidia_smi.py").is_file() or not fixtures.is_dir():
+        pytest.skip("plugins/module_utils/nvidia_smi.py or its H200 fixtures are not in this checkout")
+    from ansible.module_utils.nvidia_smi import gpu_snapshot
+
+    apps = iter([(fixtures / "query-compute-apps-busy.csv").read_text(),
+                 (fixtures / "query-compute-apps-idle.csv").read_text()])
+
+    def run_command(argv):
+        if any(arg.startswith("--query-gpu") for arg in argv):
+            return 0, (fixtures / "query-gpu.csv").read_text(), ""
+        return 0, next(apps), ""
+
+    clock = FakeClock()
+    result = sglang_process.wait_gpu_released(lambda: gpu_snapshot(run_command, "/bin/true"), [422], 30,
+                                              clock=clock, sleep=clock.sleep)
+    assert result["checked"] and result["released"] is True and result["polls"] == 2
+    assert result["after"][0]["name"] == "NVIDIA H200"
+
+
+# --------------------------------------------------------------------------- lock
+
+
+def dead_pid():
+    child = subprocess.Popen(["/bin/true"])
+    child.wait()
+    return child.pid
+
+
+def test_lock_acquire_release_cycle(tmp_path):
+    path = str(tmp_path / "sglang.lock")
+    first = sglang_lock.acquire(path, "token-a", "play A", holder_pid=os.getpid())
+    assert first["changed"] and first["acquired"] and first["holder"]["play"] == "play A"
+    again = sglang_lock.acquire(path, "token-a", "play A", holder_pid=os.getpid())
+    assert again["changed"] is False and again["acquired"]
+    other = sglang_lock.acquire(path, "token-b", "play B", holder_pid=os.getpid())
+    assert other["acquired"] is False and other["holder"]["token"] == "token-a"
+    assert "play 'play A'" in sglang_lock.describe_holder(other["holder"])
+    assert sglang_lock.release(path, "token-b")["released"] is False
+    assert sglang_lock.release(path, "token-a") == {"changed": True, "released": True, "holder": first["holder"]}
+    assert sglang_lock.release(path, "token-a")["changed"] is False
+
+
+def test_lock_of_a_dead_holder_is_taken_over(tmp_path):
+    path = str(tmp_path / "sglang.lock")
+    sglang_lock.acquire(path, "token-a", "play A", holder_pid=dead_pid())
+    result = sglang_lock.acquire(path, "token-b", "play B", holder_pid=os.getpid())
+    assert result["acquired"] and "no longer runs" in result["took_over"]["reason"]
+
+
+def test_unverifiable_lock_goes_stale_only_with_age_or_force(tmp_path):
+    path = str(tmp_path / "sglang.lock")
+    clock = FakeClock()
+    sglang_lock.acquire(path, "token-a", "remote play", clock=clock, holder_pid=0)  # pid unknown
+    assert sglang_lock.acquire(path, "token-b", "p", max_age_seconds=3600, clock=clock)["acquired"] is False
+    assert sglang_lock.acquire(path, "token-b", "p", force=True, check_mode=True, clock=clock)["took_over"]
+    clock.now += 7200
+    result = sglang_lock.acquire(path, "token-b", "p", max_age_seconds=3600, clock=clock)
+    assert result["acquired"] and "older than" in result["took_over"]["reason"]
+
+
+def test_lock_check_mode_writes_nothing(tmp_path):
+    path = tmp_path / "sglang.lock"
+    assert sglang_lock.acquire(str(path), "t", "p", check_mode=True)["changed"]
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["/work/main/.venv/bin/python", "/work/main/.venv/bin/ansible-playbook", "play.yml"], True),
+        (["/usr/bin/ansible-playbook", "-i", "inv", "play.yml"], True),
+        (["/usr/bin/python3", "/usr/bin/ansible", "localhost", "-m", "ping"], True),
+        (["/usr/bin/python3", "-m", "pytest"], False),
+        (["bash"], False),
+    ],
+)
+def test_controller_command_lines(argv, expected):
+    assert sglang_lock.is_controller_cmdline(argv) is expected
+
+
+def test_no_controller_outside_ansible():
+    assert sglang_lock.find_controller() == (None, None)
+
+
+# --------------------------------------------------------------------------- log follower and the wait
+
+
+def test_log_follower_reads_increments_and_partial_lines(tmp_path):
+    log = tmp_path / "t.log"
+    log.write_text("")
+    follower = sglang_ready.LogFollower(str(log), CATALOG)
+    with open(log, "a") as handle:
+        handle.write("[TP0] Load weight begin. avail mem=94.44 GB\n[TP0] Capture cuda graph be")
+    assert follower.poll() == 1
+    assert follower.state["last_line"].endswith("avail mem=94.44 GB")
+    with open(log, "a") as handle:
+        handle.write("gin. This can take up to several minutes.\ntorch.OutOfMemoryError: CUDA out of memory.\n")
+    assert follower.poll() == 2
+    assert follower.state["lines"] == 3
+    assert follower.state["first_fatal"]["line_number"] == 3
+    report = follower.classify()
+    assert report["crash_class"] == "cuda_oom_graph_capture"  # the capture had begun (line 2)
+    assert report["crash_line_number"] == 3
+
+
+def test_log_follower_starts_over_on_a_new_file(tmp_path):
+    log = tmp_path / "t.log"
+    log.write_text("a\nb\nc\n")
+    follower = sglang_ready.LogFollower(str(log), CATALOG)
+    follower.poll()
+    log.unlink()
+    log.write_text("x\n")
+    assert follower.poll() == 1 and follower.state["lines"] == 1
+
+
+def prober_from(answers):
+    """A health prober answering per path from a dict of path -> list of (status, code)."""
+    def probe(url, timeout):
+        path = "/" + url.split("/", 3)[3]
+        queue = answers[path]
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+    return probe
+
+
+def run_wait(tmp_path, text="", alive=True, prober=None, **kwargs):
+    log = tmp_path / "server.log"
+    log.write_text(text)
+    params = dict(
+        log_path=str(log), catalog=CATALOG, is_alive=lambda: alive, host="127.0.0.1", port=1,
+        deadline_s=30, interval=0.01, linger_s=0, prober=prober or prober_from({"/health_generate": [("down", None)]}),
+    )
+    params.update(kwargs)
+    return sglang_ready.wait_ready(**params)
+
+
+def test_wait_ready_when_health_answers(tmp_path):
+    prober = prober_from({"/health_generate": [("down", None), ("starting", 503), ("ready", 200)]})
+    result = run_wait(tmp_path, "[TP0] Load weight begin.\n", prober=prober)
+    assert result["outcome"] == "ready" and result["report"] is None
+    assert result["health"]["path"] == "/health_generate"
+
+
+def test_wait_ready_falls_back_to_health_on_404(tmp_path):
+    prober = prober_from({"/health_generate": [("missing", 404)], "/health": [("ready", 200)]})
+    result = run_wait(tmp_path, prober=prober)
+    assert result["outcome"] == "ready" and result["health"]["path"] == "/health"
+    assert result["state"]["health_index"] == 1
+
+
+def test_wait_fails_on_a_fatal_line_even_while_the_process_runs(tmp_path):
+    text = "[TP0] Load weight begin.\nlaunch_server.py: error: unrecognized arguments: --enable-reasoning\n"
+    result = run_wait(tmp_path, text)
+    assert result["outcome"] == "crashed"
+    assert result["report"]["crash_class"] == "argparse_unrecognized"
+    assert result["report"]["crash_line_number"] == 2
+
+
+def test_wait_reports_an_exit_without_signature(tmp_path):
+    result = run_wait(tmp_path, "[TP0] Load weight begin.\nKilled\n", alive=False, exit_status_fn=lambda: 137)
+    assert result["outcome"] == "exited"
+    assert result["report"]["crash_class"] == "process_exited"
+    assert result["report"]["exit_status"] == 137
+    assert "Killed" in result["report"]["excerpt"]
+
+
+def test_wait_times_out_as_hang_with_the_log_tail(tmp_path):
+    result = run_wait(tmp_path, "[TP0] Capture cuda graph begin.\n", deadline_s=0.05)
+    assert result["outcome"] == "hang"
+    assert result["report"]["crash_class"] == "hang"
+    assert "Capture cuda graph begin." in result["report"]["excerpt"]
+    assert result["report"]["remedy"]
+
+
+def test_wait_windows_continue_where_they_stopped(tmp_path):
+    progress = []
+    first = run_wait(tmp_path, "line 1\nline 2\n", window_s=0.05, progress_fn=progress.append)
+    assert first["outcome"] == "pending" and first["progress"]["log_lines"] == 2
+    assert progress and progress[-1]["last_line"] == "line 2"
+    with open(tmp_path / "server.log", "a") as handle:
+        handle.write("NCCL error: unhandled system error\n")
+    second = sglang_ready.wait_ready(
+        log_path=str(tmp_path / "server.log"), catalog=CATALOG, is_alive=lambda: True, host="127.0.0.1", port=1,
+        deadline_s=30, interval=0.01, linger_s=0, state=first["state"],
+        prober=prober_from({"/health_generate": [("down", None)]}),
+    )
+    assert second["outcome"] == "crashed" and second["report"]["crash_class"] == "nccl_error"
+    assert second["report"]["crash_line_number"] == 3
+    assert second["progress"]["log_lines"] == 3
+
+
+def test_non_fatal_signature_is_a_warning_not_a_failure(tmp_path):
+    text = ("torch/_dynamo/variables/functions.py:1692: UserWarning: Dynamo detected a call to a "
+            "`functools.lru_cache`-wrapped function. Dynamo ignores the cache wrapper.\n")
+    prober = prober_from({"/health_generate": [("ready", 200)]})
+    result = run_wait(tmp_path, text, prober=prober)
+    assert result["outcome"] == "ready"
+    assert [w["class"] for w in result["warnings"]] == ["dynamo_lru_cache_warning"]
+
+
+def test_probe_against_a_real_socket():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    assert sglang_ready.probe(f"http://127.0.0.1:{port}/health", 1) == ("down", None)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
