@@ -1,0 +1,351 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The experiment ledger: one JSON object per line, appended, never rewritten.
+
+Pure functions used by module sglang_ledger_append, module sglang_bench,
+tools/report.py and the tests. Standard library only (runs on target hosts).
+The record format is documented in docs/ledger.md (schema_version 1).
+
+Append protocol (append_record):
+
+1. open the ledger with O_RDWR | O_APPEND | O_CREAT (mode 0640 when new);
+2. take an exclusive ``flock`` on that descriptor, so appenders on the host
+   queue up and a line is never interleaved with another;
+3. if the file does not end in a newline (an appender died in the middle of
+   its write), write one newline first: the torn line stays as it is (it is
+   never rewritten) and readers report it as corrupt;
+4. write the whole line (one ``os.write``; the rare short write is continued,
+   still under the lock and still at the end of the file because of O_APPEND);
+5. ``fsync`` the file (and the directory when the file was created), unlock.
+
+Bytes already in the file are never touched: no seek-and-write, no truncate,
+no temp file and rename.
+"""
+
+import datetime
+import errno
+import fcntl
+import json
+import math
+import os
+import uuid
+
+SCHEMA_VERSION = 1
+
+# Record outcome.
+STATUS_SUCCESS = "success"
+STATUS_FAILED = "failed"
+RECORD_STATUSES = (STATUS_SUCCESS, STATUS_FAILED)
+
+# Point outcome.
+POINT_OK = "ok"
+POINT_FAILED = "failed"
+POINT_STATUSES = (POINT_OK, POINT_FAILED)
+
+# Failure classes raised by the benchmark itself. Server-side classes come from
+# data/crash_signatures.yml (dynamo_fp4_jit, hang, process_exited, ...) and are
+# passed in by the experiment's rescue; any class string is accepted.
+BENCH_FAILURE_CLASSES = {
+    "warmup_failed": "a warm-up request to /generate failed (status and body kept)",
+    "incomplete_point": "bench_serving completed fewer requests than num_prompts",
+    "bench_client_failed": "bench_serving exited non-zero or wrote no result",
+    "bench_timeout": "bench_serving ran past the point's time limit and was killed",
+    "server_unreachable": "the server did not answer before or during the benchmark",
+}
+
+REQUIRED_KEYS = {
+    "schema_version": int,
+    "record_id": str,
+    "run_id": str,
+    "recorded_at": str,
+    "host": str,
+    "tier": str,
+    "status": str,
+    "points": list,
+    "workload": dict,
+}
+REQUIRED_POINT_KEYS = {
+    "concurrency": int,
+    "repeat": int,
+    "num_prompts": int,
+    "status": str,
+}
+
+
+def utc_now():
+    """Return the current UTC time as an ISO-8601 string with a Z suffix."""
+    now = datetime.datetime.now(datetime.UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_record_id():
+    """Return a fresh record id (uuid4 hex)."""
+    return uuid.uuid4().hex
+
+
+def to_json_safe(value):
+    """Return ``value`` with non-finite floats replaced, recursively.
+
+    JSON has no Infinity or NaN; bench_serving writes ``"request_rate":
+    Infinity`` because Python's json module allows it. The ledger stores
+    +inf as the string "inf", -inf as "-inf" (the spelling bench_serving's
+    own ``--request-rate`` accepts) and NaN as null. Tuples become lists.
+    """
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return dict((str(k), to_json_safe(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [to_json_safe(v) for v in value]
+    return value
+
+
+def validate_record(record):
+    """Return a list of problems with ``record`` (empty when it is valid)."""
+    problems = []
+    if not isinstance(record, dict):
+        return [f"record must be a mapping, got {type(record).__name__}"]
+    for key, kind in REQUIRED_KEYS.items():
+        if key not in record:
+            problems.append(f"missing key {key!r}")
+        elif not isinstance(record[key], kind) or isinstance(record[key], bool):
+            problems.append(f"key {key!r} must be {kind.__name__}, got {type(record[key]).__name__}")
+    if record.get("schema_version") not in (None, SCHEMA_VERSION) and isinstance(record.get("schema_version"), int):
+        problems.append(f"schema_version {record['schema_version']!r} is not {SCHEMA_VERSION}")
+    status = record.get("status")
+    if isinstance(status, str) and status not in RECORD_STATUSES:
+        problems.append(f"status {status!r} is not one of {list(RECORD_STATUSES)}")
+    failure = record.get("failure")
+    if status == STATUS_FAILED:
+        if not isinstance(failure, dict) or not failure.get("class"):
+            problems.append("a failed record needs failure.class")
+    elif status == STATUS_SUCCESS and failure:
+        problems.append("a successful record must have failure null")
+    points = record.get("points")
+    if isinstance(points, list):
+        for index, point in enumerate(points):
+            if not isinstance(point, dict):
+                problems.append(f"points[{index}] must be a mapping")
+                continue
+            for key, kind in REQUIRED_POINT_KEYS.items():
+                if not isinstance(point.get(key), kind) or isinstance(point.get(key), bool):
+                    problems.append(f"points[{index}].{key} must be {kind.__name__}")
+            if point.get("status") not in POINT_STATUSES:
+                problems.append(f"points[{index}].status {point.get('status')!r} is not one of {list(POINT_STATUSES)}")
+            if point.get("status") == POINT_FAILED and not (
+                isinstance(point.get("failure"), dict) and point["failure"].get("class")
+            ):
+                problems.append(f"points[{index}] failed without failure.class")
+    return problems
+
+
+def encode_record(record):
+    """Return the record as one UTF-8 JSON line (strict JSON, newline-ended)."""
+    text = json.dumps(to_json_safe(record), allow_nan=False, sort_keys=True, separators=(",", ":"))
+    if "\n" in text:  # json.dumps escapes newlines; this guards the invariant.
+        raise ValueError("encoded record contains a raw newline")
+    return (text + "\n").encode("utf-8")
+
+
+def _fsync_dir(path):
+    try:
+        fd = os.open(path or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def append_record(path, record, mode=0o640):
+    """Append ``record`` to the ledger at ``path``; return what was written.
+
+    A record whose ``record_id`` is already in the ledger is not appended
+    again (a retried task does not duplicate it); the check runs under the
+    lock. Raises ValueError for an invalid record and OSError for I/O
+    problems. Returns ``{"path", "appended", "offset", "bytes",
+    "repaired_torn_line"}`` where ``offset`` is where the record's line starts
+    (or the ledger size when nothing was appended).
+    """
+    problems = validate_record(record)
+    if problems:
+        raise ValueError("invalid ledger record: " + "; ".join(problems))
+    line = encode_record(record)
+    directory = os.path.dirname(os.path.abspath(path))
+    created = not os.path.exists(path)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            repaired = False
+            if size > 0 and _contains_record_id(fd, size, record["record_id"]):
+                return {
+                    "path": path,
+                    "appended": False,
+                    "offset": size,
+                    "bytes": 0,
+                    "repaired_torn_line": False,
+                }
+            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+                _write_all(fd, b"\n")
+                size += 1
+                repaired = True
+            _write_all(fd, line)
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(directory)
+    return {
+        "path": path,
+        "appended": True,
+        "offset": size,
+        "bytes": len(line),
+        "repaired_torn_line": repaired,
+    }
+
+
+def _contains_record_id(fd, size, record_id):
+    """Whether a parsable line of the ledger carries ``record_id``."""
+    needle = json.dumps(record_id).encode("utf-8")
+    data = b""
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+        if not chunk:
+            break
+        data += chunk
+        offset += len(chunk)
+    if needle not in data:
+        return False
+    records, _ = parse_ledger_text(data.decode("utf-8", errors="replace"))
+    return any(r.get("record_id") == record_id for r in records)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except OSError as exc:
+            if exc.errno == errno.EINTR:
+                continue
+            raise
+        view = view[written:]
+
+
+def parse_ledger_text(text):
+    """Parse ledger text; return ``(records, problems)``.
+
+    A line that is not a JSON object (a torn write, a hand edit) is skipped
+    and reported as ``{"line": n, "error": ...}``; it is never repaired.
+    """
+    records = []
+    problems = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            problems.append({"line": number, "error": f"not JSON: {exc}"})
+            continue
+        if not isinstance(value, dict):
+            problems.append({"line": number, "error": "not a JSON object"})
+            continue
+        records.append(value)
+    return records, problems
+
+
+def read_ledger(path):
+    """Read the ledger at ``path``; a missing file is an empty ledger."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return [], []
+        raise
+    return parse_ledger_text(data.decode("utf-8", errors="replace"))
+
+
+def derive_failure(points, failure=None):
+    """Return the record's failure: the one given, else the first failed point's."""
+    if failure and failure.get("class"):
+        return dict(failure)
+    for point in points or []:
+        if point.get("status") == POINT_FAILED and point.get("failure"):
+            derived = {k: v for k, v in point["failure"].items() if k != "output_tail"}
+            derived.setdefault("step", "benchmark")
+            derived["concurrency"] = point.get("concurrency")
+            derived["repeat"] = point.get("repeat")
+            return derived
+    return None
+
+
+def build_record(
+    host,
+    tier,
+    run_id,
+    workload,
+    points=None,
+    failure=None,
+    started_at=None,
+    ended_at=None,
+    provenance=None,
+    record_id=None,
+    recorded_at=None,
+):
+    """Assemble a schema_version 1 record (see docs/ledger.md).
+
+    ``status`` is "success" only when no failure was given, there is at least
+    one point, and every point is ok; otherwise "failed" with a failure class
+    (the one given, else the first failed point's, else "no_points").
+    """
+    points = list(points or [])
+    provenance = dict(provenance or {})
+    failure = derive_failure(points, failure)
+    if failure is None and not points:
+        failure = {
+            "class": "no_points",
+            "step": "benchmark",
+            "message": "the run recorded no benchmark point",
+        }
+    status = STATUS_FAILED if failure else STATUS_SUCCESS
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "record_id": record_id or new_record_id(),
+        "run_id": run_id,
+        "recorded_at": recorded_at or utc_now(),
+        "host": host,
+        "tier": tier,
+        "status": status,
+        "failure": failure,
+        "started_at": started_at,
+        "ended_at": ended_at or recorded_at or utc_now(),
+        "workload": dict(workload or {}),
+        "points": points,
+    }
+    for key in (
+        "target_is_simulator",
+        "model",
+        "launch",
+        "versions",
+        "server_info",
+        "gpu",
+        "hostname",
+        "git_revision",
+        "client",
+    ):
+        record[key] = provenance.get(key)
+    return to_json_safe(record)

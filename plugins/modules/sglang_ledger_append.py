@@ -1,0 +1,342 @@
+#!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+
+DOCUMENTATION = r"""
+---
+module: sglang_ledger_append
+short_description: Append one experiment record to the JSONL ledger
+description:
+  - Builds a ledger record (schema_version 1, docs/ledger.md) for one
+    experiment run of one tier - its benchmark points, its failure class if
+    any step failed, and its provenance - and appends it as one line to the
+    ledger on the target host.
+  - The ledger is append-only. The line is written with one O_APPEND write
+    under an exclusive lock and fsynced; earlier bytes are never rewritten.
+    A record whose O(record_id) is already present is not appended again.
+  - A run that failed still gets a record, with O(failure) (for example the
+    crash class found in the server log) and whatever points completed.
+version_added: "1.0.0"
+author:
+  - SGLang lab contributors
+options:
+  ledger:
+    description: Path of the ledger on the target host; created when missing.
+    type: path
+    required: true
+  mode:
+    description: File mode of a newly created ledger.
+    type: raw
+    default: "0640"
+  record_id:
+    description:
+      - Id of the record. Give one fixed per run so a retried task does not
+        append twice; a fresh id is made when omitted.
+    type: str
+  run_id:
+    description: Id of the experiment run.
+    type: str
+    required: true
+  host:
+    description: The inventory host name the record belongs to.
+    type: str
+    required: true
+  tier:
+    description: Tier id (C(baseline), C(t01-piecewise-cuda-graph), ...).
+    type: str
+    required: true
+  workload:
+    description:
+      - The benchmark settings used (dataset_name, input_len, output_len,
+        random_range_ratio, request_rate, seed, concurrency, num_prompts,
+        warmup, repeats, noise_threshold_pct).
+    type: dict
+    required: true
+  points:
+    description: Points as returned by module sglang_bench (ok and failed).
+    type: list
+    elements: dict
+    default: []
+  failure:
+    description:
+      - The run's failure - C(class) (a crash class from
+        data/crash_signatures.yml or a benchmark class such as
+        C(warmup_failed)), C(step), C(message) and any evidence. When
+        omitted, the first failed point's failure is used.
+    type: dict
+  started_at:
+    description: When the run started (ISO 8601 UTC).
+    type: str
+  provenance:
+    description:
+      - Provenance from the last sglang_bench call. Keys it lacks are
+        collected now when O(collect_provenance) is true.
+    type: dict
+    default: {}
+  collect_provenance:
+    description: Collect what O(provenance) lacks (server_info, versions, GPU, launch).
+    type: bool
+    default: true
+  server_host:
+    description: Address of the SGLang server, for C(/server_info).
+    type: str
+    default: 127.0.0.1
+  server_port:
+    description: Port of the SGLang server.
+    type: int
+    default: 30000
+  server_state:
+    description: The lifecycle's C(server.json).
+    type: path
+  launch_script:
+    description: The launch script; its sha256 is recorded.
+    type: path
+  launch_argv:
+    description: Final server argv as rendered.
+    type: list
+    elements: str
+  launch_env:
+    description: Server environment as rendered (secrets redacted).
+    type: dict
+  facts_file:
+    description: Local facts file with installed versions (JSON).
+    type: path
+    default: /etc/ansible/facts.d/sglang_lab.fact
+  ml_env_python:
+    description: Interpreter of the ml-env, asked for versions via importlib.metadata.
+    type: path
+  git_revision:
+    description: The project's git revision on the controller.
+    type: str
+  model:
+    description: Model path or name recorded when C(/server_info) is not available.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Builds and validates the record and returns it; appends nothing.
+  diff_mode:
+    support: none
+  idempotent:
+    support: partial
+    description: Idempotent for a fixed O(record_id); a fresh id always appends.
+seealso:
+  - module: sglang_bench
+  - module: sglang_bench_compare
+"""
+
+EXAMPLES = r"""
+- name: Record a successful run
+  sglang_ledger_append:
+    ledger: /var/lib/sglang-lab/results/ledger.jsonl
+    record_id: "{{ run_record_id }}"
+    run_id: "{{ run_id }}"
+    host: "{{ inventory_hostname }}"
+    tier: baseline
+    workload: "{{ bench_workload }}"
+    points: "{{ bench_points }}"
+
+- name: Record a run whose server crashed while loading
+  sglang_ledger_append:
+    ledger: /var/lib/sglang-lab/results/ledger.jsonl
+    run_id: "{{ run_id }}"
+    host: "{{ inventory_hostname }}"
+    tier: t01-piecewise-cuda-graph
+    workload: "{{ bench_workload }}"
+    failure:
+      class: dynamo_fp4_jit
+      step: start
+      message: torch._dynamo.exc.Unsupported while capturing graphs
+"""
+
+RETURN = r"""
+record:
+  description: The record as appended (or as it would be, in check mode).
+  returned: always
+  type: dict
+record_id:
+  description: Id of the record.
+  returned: always
+  type: str
+ledger:
+  description: Path of the ledger.
+  returned: always
+  type: str
+appended:
+  description: Whether a line was appended (false in check mode or when the id was present).
+  returned: always
+  type: bool
+offset:
+  description: Byte offset where the record's line starts.
+  returned: when appended
+  type: int
+bytes:
+  description: Bytes written.
+  returned: always
+  type: int
+"""
+
+import os
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_bench_results import collect_provenance
+from ansible.module_utils.sglang_ledger import (
+    append_record,
+    build_record,
+    encode_record,
+    new_record_id,
+    read_ledger,
+    utc_now,
+    validate_record,
+)
+
+PROVENANCE_KEYS = (
+    "target_is_simulator",
+    "model",
+    "launch",
+    "versions",
+    "server_info",
+    "gpu",
+    "hostname",
+    "git_revision",
+    "client",
+)
+
+
+def _merge_provenance(module):
+    p = module.params
+    given = dict(p["provenance"] or {})
+    missing = [k for k in PROVENANCE_KEYS if given.get(k) in (None, {}, [])]
+    if not p["collect_provenance"] or not missing:
+        return given
+    fresh = collect_provenance(
+        host=p["server_host"],
+        port=p["server_port"],
+        tier=p["tier"],
+        server_state=p["server_state"],
+        launch_script=p["launch_script"],
+        launch_argv=p["launch_argv"],
+        launch_env=p["launch_env"],
+        facts_file=p["facts_file"],
+        python=p["ml_env_python"],
+        run=module.run_command,
+        run_command=module.run_command,
+        git_revision=p["git_revision"],
+        hostname=socket.gethostname(),
+        model=p["model"],
+        fetch_info="server_info" in missing,
+        server_info_timeout=5.0,
+    )
+    merged = dict(given)
+    for key in missing:
+        if fresh.get(key) not in (None, {}, []):
+            merged[key] = fresh[key]
+    # Without a live server, the simulator flag comes from the launch argv.
+    if merged.get("target_is_simulator") is None:
+        merged["target_is_simulator"] = fresh.get("target_is_simulator")
+    # A model path from the module beats a null one from server_info.
+    model = merged.get("model") or {}
+    if isinstance(model, dict) and not model.get("model_path") and p["model"]:
+        merged["model"] = dict(model, model_path=p["model"])
+    reasons = dict(given.get("reasons") or {})
+    reasons.update(fresh.get("reasons") or {})
+    merged["reasons"] = reasons
+    return merged
+
+
+def main():
+    argument_spec = dict(
+        ledger=dict(type="path", required=True),
+        mode=dict(type="raw", default="0640"),
+        record_id=dict(type="str"),
+        run_id=dict(type="str", required=True),
+        host=dict(type="str", required=True),
+        tier=dict(type="str", required=True),
+        workload=dict(type="dict", required=True),
+        points=dict(type="list", elements="dict", default=[]),
+        failure=dict(type="dict"),
+        started_at=dict(type="str"),
+        provenance=dict(type="dict", default={}),
+        collect_provenance=dict(type="bool", default=True),
+        server_host=dict(type="str", default="127.0.0.1"),
+        server_port=dict(type="int", default=30000),
+        server_state=dict(type="path"),
+        launch_script=dict(type="path"),
+        launch_argv=dict(type="list", elements="str"),
+        launch_env=dict(type="dict"),
+        facts_file=dict(type="path", default="/etc/ansible/facts.d/sglang_lab.fact"),
+        ml_env_python=dict(type="path"),
+        git_revision=dict(type="str"),
+        model=dict(type="str"),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    p = module.params
+    try:
+        mode = int(str(p["mode"]), 8)
+    except ValueError:
+        module.fail_json(
+            msg='sglang_ledger_append: mode {!r} is not an octal file mode such as "0640".'.format(p["mode"])
+        )
+    failure = p["failure"] or None
+    if failure is not None and not failure.get("class"):
+        module.fail_json(
+            msg="sglang_ledger_append: failure needs a 'class' (a crash class from "
+            "data/crash_signatures.yml or a benchmark class such as warmup_failed); "
+            f"got keys {sorted(failure)}."
+        )
+    provenance = _merge_provenance(module)
+    record = build_record(
+        host=p["host"],
+        tier=p["tier"],
+        run_id=p["run_id"],
+        workload=p["workload"],
+        points=[pt for pt in p["points"] if pt],
+        failure=failure,
+        started_at=p["started_at"],
+        ended_at=utc_now(),
+        provenance=provenance,
+        record_id=p["record_id"] or new_record_id(),
+    )
+    problems = validate_record(record)
+    if problems:
+        module.fail_json(
+            msg="sglang_ledger_append: the record for tier {} is invalid: {}. Check the "
+            "points passed in (they must come from module sglang_bench).".format(p["tier"], "; ".join(problems)),
+            record=record,
+        )
+    result = dict(record=record, record_id=record["record_id"], ledger=p["ledger"])
+    if module.check_mode:
+        existing, _ = read_ledger(p["ledger"])
+        present = any(r.get("record_id") == record["record_id"] for r in existing)
+        module.exit_json(changed=not present, appended=False, bytes=len(encode_record(record)), **result)
+    directory = os.path.dirname(p["ledger"])
+    if directory and not os.path.isdir(directory):
+        try:
+            os.makedirs(directory, 0o750)
+        except OSError as exc:
+            module.fail_json(
+                msg=f"sglang_ledger_append: cannot create {directory}: {exc}; set "
+                "sglang_bench_results_dir to a writable directory."
+            )
+    try:
+        written = append_record(p["ledger"], record, mode=mode)
+    except OSError as exc:
+        module.fail_json(
+            msg="sglang_ledger_append: cannot append to {}: {}; check the path and "
+            "permissions of sglang_bench_results_dir.".format(p["ledger"], exc),
+            **result,
+        )
+    module.exit_json(
+        changed=written["appended"],
+        appended=written["appended"],
+        offset=written["offset"],
+        bytes=written["bytes"],
+        repaired_torn_line=written["repaired_torn_line"],
+        **result,
+    )
+
+
+if __name__ == "__main__":
+    main()
