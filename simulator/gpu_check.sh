@@ -7,6 +7,10 @@
 # schedulers succeeds, and after SIGTERM no sglang:: process is left and the
 # memory is released.
 #
+# This is the low-level piece: the simulator alone, started by hand. The full check through
+# the project's roles and modules (verified stop, gpu_facts, telemetry, recorded fixtures) is
+# tools/gpu_check.sh (`make gpu-check`, docs/gpu.md).
+#
 # Usage (repository root):
 #   simulator/gpu_check.sh [TP_SIZE] [MEM_MB]          defaults: 2 GPUs, 4096 MiB
 # Environment:
