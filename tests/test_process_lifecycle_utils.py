@@ -570,3 +570,25 @@ def test_probe_against_a_real_socket():
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_gpu_after_figures_wait_for_the_driver_to_free_the_memory():
+    """Seen on an H200 (tests/fixtures/gpu-check): the stopped PID leaves --query-compute-apps
+    about 0.2 s before memory.used drops. The "after" figures must come from the settled read."""
+    clock = FakeClock()
+    before = snapshot([(100, 0, 4706)], (4715, 4))
+    answers = iter([snapshot([], (4712, 1)), snapshot([], (4712, 1)), snapshot([], (9, 1))])
+    result = sglang_process.wait_gpu_released(lambda: next(answers), [100], 30, before=before, clock=clock,
+                                              sleep=clock.sleep, interval=0.25)
+    assert result["released"] is True and result["memory_settled"] is True
+    assert result["polls"] == 3
+    assert [g["memory_used_mib"] for g in result["after"]] == [9, 1]
+
+
+def test_gpu_memory_that_never_comes_down_is_reported_not_hidden():
+    clock = FakeClock()
+    before = snapshot([(100, 0, 4706)], (4715, 4))
+    result = sglang_process.wait_gpu_released(lambda: snapshot([], (4712, 1)), [100], 5, before=before, clock=clock,
+                                              sleep=clock.sleep, interval=0.25)
+    assert result["released"] is True
+    assert result["memory_settled"] is False and result["pending_gpus"] == [0]

@@ -515,12 +515,48 @@ def pids_on_gpu(snapshot, pids):
     return [dict(app) for app in snapshot.get("processes", []) if app.get("pid") in wanted]
 
 
+def held_by_gpu(snapshots, pids):
+    """{gpu_index: MiB} the largest amount ``pids`` were seen holding on each GPU, over ``snapshots``."""
+    held = {}
+    for snapshot in snapshots:
+        per_gpu = {}
+        for app in pids_on_gpu(snapshot or {}, pids):
+            index = app.get("gpu_index")
+            per_gpu[index] = per_gpu.get(index, 0) + (app.get("used_memory_mib") or 0)
+        for index, mib in per_gpu.items():
+            held[index] = max(held.get(index, 0), mib)
+    return held
+
+
+def memory_not_yet_freed(before, snapshot, held, slack_mib=64):
+    """GPU indexes whose used memory has not yet dropped by what the stopped PIDs held.
+
+    nvidia-smi drops a process from --query-compute-apps a little before the driver has freed
+    its memory (seen on an H200: 0.2 s after exit the list was empty while memory.used still
+    showed the full amount). The "after" figures of a verified stop must come from a read where
+    memory.used is down by what those PIDs held (``slack_mib`` allows for other work and rounding).
+    """
+    used_before = {gpu.get("index"): gpu.get("memory_used_mib") for gpu in (before or {}).get("gpus", [])}
+    pending = []
+    for gpu in snapshot.get("gpus", []):
+        index = gpu.get("index")
+        mib = held.get(index, 0)
+        if not mib or used_before.get(index) is None or gpu.get("memory_used_mib") is None:
+            continue
+        if gpu["memory_used_mib"] > used_before[index] - mib + slack_mib:
+            pending.append(index)
+    return pending
+
+
 def wait_gpu_released(snapshot_fn, pids, timeout, before=None, clock=time.monotonic, sleep=time.sleep, interval=1.0):
     """Poll ``snapshot_fn()`` (a nvidia_smi.gpu_snapshot result) until no compute process of
-    ``pids`` holds GPU memory, at most ``timeout`` seconds.
+    ``pids`` holds GPU memory and each GPU's memory.used has dropped by what they held, at most
+    ``timeout`` seconds.
 
-    Returns {available, checked, released, holding, before, after, error, polls, waited_s}.
-    ``available`` False (no nvidia-smi / NVML trouble) means nothing could be verified.
+    Returns {available, checked, released, holding, memory_settled, pending_gpus, before, after,
+    error, polls, waited_s}. ``available`` False (no nvidia-smi / NVML trouble) means nothing
+    could be verified. ``released`` is about the process list; ``memory_settled`` False means a
+    GPU's memory had not come down by the timeout (reported, and ``after`` is the last read).
     """
     start = clock()
     snapshot = snapshot_fn()
@@ -530,6 +566,8 @@ def wait_gpu_released(snapshot_fn, pids, timeout, before=None, clock=time.monoto
         "checked": False,
         "released": None,
         "holding": [],
+        "memory_settled": None,
+        "pending_gpus": [],
         "before": gpu_memory_table(before) if before else None,
         "after": None,
         "polls": 1,
@@ -538,12 +576,15 @@ def wait_gpu_released(snapshot_fn, pids, timeout, before=None, clock=time.monoto
         result["waited_s"] = 0.0
         return result
     known = snapshot.get("processes_known", True)
+    seen = [before, snapshot]
     while True:
         holding = pids_on_gpu(snapshot, pids)
-        if not holding or clock() - start >= timeout:
+        pending = [] if holding else memory_not_yet_freed(before, snapshot, held_by_gpu(seen, pids))
+        if (not holding and not pending) or clock() - start >= timeout:
             break
         sleep(interval)
         snapshot = snapshot_fn()
+        seen.append(snapshot)
         result["polls"] += 1
         if not snapshot.get("available"):
             break
@@ -552,6 +593,8 @@ def wait_gpu_released(snapshot_fn, pids, timeout, before=None, clock=time.monoto
         checked=bool(known),
         released=(not holding) if known else None,
         holding=holding,
+        memory_settled=(not holding and not pending) if before else None,
+        pending_gpus=pending,
         after=gpu_memory_table(snapshot),
         other_processes=[app for app in snapshot.get("processes", []) if app.get("pid") not in set(pids)],
         waited_s=round(clock() - start, 3),

@@ -138,7 +138,9 @@ port:
 gpu:
   description: >-
     GPU verification: available, checked, released, holding (compute processes of the stopped
-    PIDs still on a GPU), before / after (memory used per GPU, MiB), error.
+    PIDs still on a GPU), memory_settled / pending_gpus (whether each GPU's memory.used has come
+    down by what those PIDs held; the driver frees it shortly after the process list empties),
+    before / after (memory used per GPU, MiB, after taken from the settled read), error.
   returned: always
   type: dict
 kill_by_pattern:
@@ -332,7 +334,9 @@ def main():
 
     port = wait_port_free(p["port"], p["port_release_timeout_seconds"])
     if snapshot_fn is not None:
-        gpu = wait_gpu_released(snapshot_fn, stopped_pids, p["gpu_release_timeout_seconds"], before=gpu_before)
+        gpu = wait_gpu_released(
+            snapshot_fn, stopped_pids, p["gpu_release_timeout_seconds"], before=gpu_before, interval=0.25
+        )
     elif p["gpu_check"]:
         gpu = {"available": False, "checked": False, "error": "module_utils nvidia_smi is not installed"}
     else:
@@ -379,6 +383,13 @@ def main():
                     "pid {} on GPU {} ({} MiB)".format(h["pid"], h.get("gpu_index"), h.get("used_memory_mib"))
                     for h in gpu["holding"]
                 ),
+            )
+        )
+    if gpu.get("memory_settled") is False and not gpu.get("holding"):
+        module.warn(
+            "no stopped PID is listed on a GPU any more, but memory.used on GPU(s) {} had not come down by "
+            "what they held within {:.0f} s; another process may have allocated meanwhile (see gpu.after)".format(
+                ", ".join(str(i) for i in gpu.get("pending_gpus", [])), p["gpu_release_timeout_seconds"]
             )
         )
     if problems:
