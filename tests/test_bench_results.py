@@ -378,3 +378,43 @@ def test_gpu_facts_without_nvidia_smi_say_why(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     facts = br.gpu_facts(run)
     assert facts["available"] is False and facts["error_class"] == "missing"
+
+
+def test_launch_provenance_reads_the_execd_server_not_the_session_leader(tmp_path):
+    """The recorded pid leads a shell that runs the launch script; the script's exports only exist
+    in the exec'd server process (seen on the GPU check: CUDA_HOME came from the wrapper)."""
+    import subprocess
+    import time
+
+    pkg = tmp_path / "fake_mod"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch_server.py").write_text("import time\ntime.sleep(60)\n")
+    script = tmp_path / "tier.sh"
+    script.write_text(
+        "#!/usr/bin/env bash\nset -euo pipefail\nexport NCCL_P2P_LEVEL=5 CUDA_HOME=/usr/local/cuda-12.8\n"
+        f"exec {sys.executable} -m fake_mod.launch_server --port 1\n"
+    )
+    leader = subprocess.Popen(
+        ["bash", "-c", f"bash {script}; echo $? > {tmp_path}/exit"],
+        cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "CUDA_HOME": "/usr/local/cuda", "PYTHONPATH": str(tmp_path)},
+        start_new_session=True,
+    )
+    try:
+        server = None
+        for _ in range(100):
+            kids = psutil.Process(leader.pid).children(recursive=True)
+            server = next((k for k in kids if "fake_mod.launch_server" in " ".join(k.cmdline())), None)
+            if server:
+                break
+            time.sleep(0.1)
+        assert server is not None, "the launch script never exec'd the server"
+        state = tmp_path / "server.json"
+        state.write_text(json.dumps({"pid": leader.pid, "script": str(script)}))
+        launch = br.launch_provenance(server_state=str(state))
+        assert launch["argv_source"] == "proc" and "fake_mod.launch_server" in launch["argv"]
+        assert launch["env"]["CUDA_HOME"] == "/usr/local/cuda-12.8"
+        assert launch["env"]["NCCL_P2P_LEVEL"] == "5"
+    finally:
+        os.killpg(leader.pid, 9)
+        leader.wait()

@@ -416,6 +416,33 @@ def _read_proc(pid, name):
         return handle.read().split(b"\0")
 
 
+def server_process_pid(pid):
+    """The pid of the server's Python process in the session that ``pid`` leads.
+
+    The lifecycle records the session leader, a shell that runs the launch script; the script
+    exports its environment and ``exec``s the server, so argv and env must be read from that
+    process (``python ... -m <module>``), not from the leader, whose environment is the
+    inherited one. Falls back to ``pid`` itself when psutil is missing or nothing matches.
+    """
+    try:
+        import psutil
+    except ImportError:
+        return pid
+    try:
+        leader = psutil.Process(pid)
+        candidates = [leader] + leader.children(recursive=True)
+    except psutil.Error:
+        return pid
+    for proc in candidates:
+        try:
+            cmdline = proc.cmdline()
+        except psutil.Error:
+            continue
+        if "-m" in cmdline[:-1] and cmdline[cmdline.index("-m") + 1].endswith("launch_server"):
+            return proc.pid
+    return pid
+
+
 def launch_provenance(server_state=None, launch_script=None, launch_argv=None, launch_env=None):
     """Describe the server launch: script and sha256, final argv and env.
 
@@ -442,6 +469,8 @@ def launch_provenance(server_state=None, launch_script=None, launch_argv=None, l
     else:
         reasons["script"] = "no launch script given and none in the server state"
     pid = state.get("pid")
+    if pid and not (launch_argv and launch_env):
+        pid = server_process_pid(pid)
     argv, argv_source = None, None
     if launch_argv:
         argv, argv_source = [str(a) for a in launch_argv], "parameter"
