@@ -148,12 +148,6 @@ def test_stop_result_after_figures_were_read_once_the_stopped_pids_were_gone(cas
     assert gpu["holding"] == [] and gpu["other_processes"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known issue: sglang_server_stop (wait_gpu_released) takes its 'after' reading as soon as the stopped "
-    "PIDs leave --query-compute-apps; on 2x H200 memory.used was still 4712 / 5070 MiB then and 0 MiB in the raw "
-    "read right after the stop task. Remove this mark when a recording made with a fixed stop passes.",
-)
 def test_stop_result_after_figures_equal_the_raw_after_read(case):
     gpu = load_json(case / "stop-result.json")["gpu"]
     assert {row["index"]: row["memory_used_mib"] for row in gpu["after"]} == memory_used(case, "after-stop")
