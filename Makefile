@@ -41,7 +41,7 @@ $(STAMP): requirements.txt constraints.txt requirements-nodeps.txt
 venv: $(STAMP) ## Create the pinned controller venv (.venv)
 
 demo: $(STAMP) ## Run the baseline and one more tier against the simulator, then build the report
-	$(VPY) tools/demo.py --tier $(DEMO_TIER)
+	$(VBIN)/ansible-playbook playbooks/demo.yml -e demo_tier=$(DEMO_TIER)
 
 test: $(STAMP) lint pytest molecule ## Lint, pytest and every molecule scenario (what CI runs)
 
