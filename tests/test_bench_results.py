@@ -418,3 +418,14 @@ def test_launch_provenance_reads_the_execd_server_not_the_session_leader(tmp_pat
     finally:
         os.killpg(leader.pid, 9)
         leader.wait()
+
+
+def test_target_is_simulator_from_the_launch_script_when_the_server_never_answered(tmp_path):
+    """A crash at load leaves no /server_info, and argv given as flags only has no module."""
+    sim = tmp_path / "t01.sh"
+    sim.write_text("#!/usr/bin/env bash\nexec python3 -u -m sglang_sim.launch_server \\\n  --tp-size 8\n")
+    real = tmp_path / "baseline.sh"
+    real.write_text("#!/usr/bin/env bash\nexec python3 -u -m sglang.launch_server \\\n  --tp-size 8\n")
+    assert br.target_is_simulator(None, ["--tp-size", "8"], str(sim)) is True
+    assert br.target_is_simulator(None, ["--tp-size", "8"], str(real)) is False
+    assert br.target_is_simulator(None, None, str(tmp_path / "missing.sh")) is None

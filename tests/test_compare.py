@@ -210,3 +210,15 @@ def test_failed_points_are_not_averaged_in():
     tier["points"][1]["status"] = "failed"
     _, m = metric(cmp.compare_record(tier, [base, tier], 5.0), 10, "output_throughput")
     assert m["candidate"]["n"] == 1 and m["candidate"]["median"] == 44.0
+
+
+def test_simulator_records_at_another_speed_are_not_compared():
+    """SGLANG_SIM_SPEED scales every synthetic number: a baseline at speed 10 is no reference for
+    a tier at speed 100 (seen: -86% "worse" from the speed change alone)."""
+    base = record("baseline", {1: [(10.0, 20.0, 100.0)]}, simulator=True)
+    base["launch"] = {"env": {"SGLANG_SIM_SPEED": "10"}}
+    tier = record("t03", {1: [(11.0, 22.0, 90.0)]}, simulator=True)
+    tier["launch"] = {"env": {"SGLANG_SIM_SPEED": "100", "SGLANG_SIM_FAULT": "hang"}}
+    assert cmp.find_baseline([base, tier], tier, 1) is None
+    tier["launch"]["env"]["SGLANG_SIM_SPEED"] = "10"
+    assert cmp.find_baseline([base, tier], tier, 1) is base

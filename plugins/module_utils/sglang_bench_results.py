@@ -644,13 +644,24 @@ def fetch_server_info(host, port, timeout=10.0, opener=None):
     return to_json_safe(info), None
 
 
-def target_is_simulator(server_info, argv=None):
-    """True/False from /server_info's "synthetic" flag, else from the argv, else None."""
+SIMULATOR_MODULE = "sglang_sim.launch_server"
+
+
+def target_is_simulator(server_info, argv=None, script=None):
+    """True/False from /server_info's "synthetic" flag; when the server never answered (a crash
+    at load), from the command line (argv read from /proc includes ``-m <module>``) or else the
+    launch script's ``exec`` line; None when none of them is known."""
     if isinstance(server_info, dict):
         return server_info.get("synthetic") is True
-    if argv:
-        return any("sglang_sim" in str(a) for a in argv)
-    return None
+    if argv and any(SIMULATOR_MODULE in str(a) for a in argv):
+        return True
+    if script:
+        try:
+            with open(script, encoding="utf-8", errors="replace") as handle:
+                return SIMULATOR_MODULE in handle.read()
+        except OSError:
+            pass
+    return False if argv else None
 
 
 def model_from(server_info, fallback=None):
@@ -716,7 +727,7 @@ def collect_provenance(
             "hostname": hostname,
             "server": {"host": host, "port": port},
             "server_info": server_info,
-            "target_is_simulator": target_is_simulator(server_info, launch.get("argv")),
+            "target_is_simulator": target_is_simulator(server_info, launch.get("argv"), launch.get("script")),
             "model": model_from(server_info, model),
             "launch": launch,
             "versions": collect_versions(facts_file, python, run),

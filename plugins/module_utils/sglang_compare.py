@@ -113,6 +113,20 @@ def workload_key(record):
     )
 
 
+def simulator_key(record):
+    """The simulator's own knobs (SGLANG_SIM_* in the launch env), for simulator records only.
+
+    Its speed factor scales every synthetic number, so records made at different speeds are not
+    comparable (seen: -86% "worse" after a speed change). Faults are left out: a faulted run
+    fails and is never a baseline.
+    """
+    if not record.get("target_is_simulator"):
+        return ()
+    env = ((record.get("launch") or {}).get("env")) or {}
+    knobs = (k for k in env if k.startswith("SGLANG_SIM_") and not k.startswith("SGLANG_SIM_FAULT"))
+    return tuple(sorted((k, str(env[k])) for k in knobs))
+
+
 def match_key(record):
     """Everything two records must share to be compared."""
     return (
@@ -120,6 +134,7 @@ def match_key(record):
         bool(record.get("target_is_simulator")),
         model_key(record),
         workload_key(record),
+        simulator_key(record),
     )
 
 
