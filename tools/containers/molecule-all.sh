@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Run the provisioning roles' molecule scenarios, one after the other, each as
+# `molecule test` (destroy, create, prepare, [check,] converge, idempotence,
+# verify, destroy) on the locally built Debian 12 image, and report how long
+# each step took.
+#
+# Usage: tools/containers/molecule-all.sh [SCENARIO ...]
+#   (as root; default: every scenario, `default` first). Needs
+#   tools/containers/setup-podman.sh to have run once; builds the image if
+#   needed (tools/containers/build-image.sh, cached).
+# Output: one log per scenario and timings.tsv under .work/molecule/, and a
+#   table on stdout: per scenario the wall time of the whole test and the
+#   ansible-playbook time of each step (converge = the first converge,
+#   idempotence = the second run that must report changed=0).
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "${here}/../.." && pwd)"
+default_scenarios=(default preflight cuda_toolkit ml_env_flashinfer model_cache provision experiment)
+scenarios=("$@")
+((${#scenarios[@]})) || scenarios=("${default_scenarios[@]}")
+
+# env.sh is checked on its own (shellcheck does not follow sources without -x).
+# shellcheck disable=SC1091
+. "${here}/env.sh"
+export PATH="${repo}/.venv/bin:${PATH}"
+# Plain logs: no colours, and molecule's own ANSI boxes off.
+export NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
+
+command -v podman >/dev/null || {
+    echo "molecule-all.sh: podman not found; run tools/containers/setup-podman.sh (as root) first" >&2
+    exit 2
+}
+command -v molecule >/dev/null || {
+    echo "molecule-all.sh: molecule not found in ${repo}/.venv; create the venv first (make venv)" >&2
+    exit 2
+}
+"${here}/build-image.sh" || exit 2
+
+out="${repo}/.work/molecule"
+mkdir -p "${out}"
+timings="${out}/timings.tsv"
+printf 'scenario\tresult\twall_s\tprepare_s\tcheck_s\tconverge_s\tidempotence_s\tverify_s\n' >"${timings}"
+
+failed=()
+cd "${repo}" || exit 2
+for scenario in "${scenarios[@]}"; do
+    log="${out}/${scenario}.log"
+    echo "molecule-all.sh: ${scenario} (log: ${log#"${repo}"/})"
+    start=$(date +%s.%N)
+    if molecule test -s "${scenario}" >"${log}" 2>&1; then
+        result=passed
+    else
+        result=FAILED
+        failed+=("${scenario}")
+        tail -n 40 "${log}" | sed 's/^/    /'
+    fi
+    end=$(date +%s.%N)
+    # Each step's ansible-playbook time: the largest "elapsed since the
+    # playbook started" stamp that the profile_tasks callback printed in it.
+    python3 - "${log}" "${scenario}" "${result}" "${start}" "${end}" >>"${timings}" <<'PY'
+import re, sys
+log, scenario, result, start, end = sys.argv[1:]
+step_re = re.compile(r"\[(\S+) > (\w+)\] Executing")
+stamp_re = re.compile(r"\)\s+(\d+):(\d\d):(\d\d(?:\.\d+)?) \*+\s*$")
+times, step = {}, None
+for line in open(log, errors="replace"):
+    m = step_re.search(line)
+    if m:
+        step = m.group(2)
+        continue
+    m = stamp_re.search(line)
+    if m and step:
+        seconds = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+        times[step] = max(times.get(step, 0.0), seconds)
+cols = ["prepare", "check", "converge", "idempotence", "verify"]
+print("\t".join([scenario, result, "%.0f" % (float(end) - float(start))]
+                + ["%.1f" % times[c] if c in times else "-" for c in cols]))
+PY
+done
+
+echo
+column -t -s $'\t' "${timings}"
+if ((${#failed[@]})); then
+    echo "molecule-all.sh: FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "molecule-all.sh: all ${#scenarios[@]} scenario(s) passed"
