@@ -72,6 +72,20 @@ REQUIRED_POINT_KEYS = {
 }
 
 
+
+# Provenance fields every record carries (null when unknown), in schema order.
+PROVENANCE_KEYS = (
+    "target_is_simulator",
+    "model",
+    "launch",
+    "versions",
+    "server_info",
+    "gpu",
+    "hostname",
+    "git_revision",
+    "client",
+)
+
 def utc_now():
     """Return the current UTC time as an ISO-8601 string with a Z suffix."""
     now = datetime.datetime.now(datetime.UTC)
@@ -336,16 +350,6 @@ def build_record(
         "workload": dict(workload or {}),
         "points": points,
     }
-    for key in (
-        "target_is_simulator",
-        "model",
-        "launch",
-        "versions",
-        "server_info",
-        "gpu",
-        "hostname",
-        "git_revision",
-        "client",
-    ):
+    for key in PROVENANCE_KEYS:
         record[key] = provenance.get(key)
     return to_json_safe(record)

@@ -183,6 +183,7 @@ import socket
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_results import collect_provenance
 from ansible.module_utils.sglang_ledger import (
+    PROVENANCE_KEYS,
     append_record,
     build_record,
     encode_record,
@@ -190,18 +191,6 @@ from ansible.module_utils.sglang_ledger import (
     read_ledger,
     utc_now,
     validate_record,
-)
-
-PROVENANCE_KEYS = (
-    "target_is_simulator",
-    "model",
-    "launch",
-    "versions",
-    "server_info",
-    "gpu",
-    "hostname",
-    "git_revision",
-    "client",
 )
 
 
