@@ -690,6 +690,20 @@ def gpu_facts(run_command):
     return to_json_safe(snapshot)
 
 
+# Module options that feed collect_provenance(), shared by every module that writes a record
+# (sglang_bench, sglang_ledger_append) so both accept and default them the same way.
+PROVENANCE_ARGUMENT_SPEC = dict(
+    server_state=dict(type="path"),
+    launch_script=dict(type="path"),
+    launch_argv=dict(type="list", elements="str"),
+    launch_env=dict(type="dict"),
+    facts_file=dict(type="path", default="/etc/ansible/facts.d/sglang_lab.fact"),
+    ml_env_python=dict(type="path"),
+    git_revision=dict(type="str"),
+    collect_provenance=dict(type="bool", default=True),
+)
+
+
 def collect_provenance(
     host,
     port,

@@ -298,6 +298,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_results import (
+    PROVENANCE_ARGUMENT_SPEC,
     build_client_argv,
     collect_provenance,
     num_prompts_for,
@@ -366,15 +367,8 @@ def main():
         timeout=dict(type="int", default=7200),
         fail_on_incomplete=dict(type="bool", default=True),
         tier=dict(type="str"),
-        server_state=dict(type="path"),
-        launch_script=dict(type="path"),
-        launch_argv=dict(type="list", elements="str"),
-        launch_env=dict(type="dict"),
-        facts_file=dict(type="path", default="/etc/ansible/facts.d/sglang_lab.fact"),
-        ml_env_python=dict(type="path"),
-        git_revision=dict(type="str"),
-        collect_provenance=dict(type="bool", default=True),
     )
+    argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(
         argument_spec=argument_spec,
         required_if=[("mode", "run", ("client_command", "tokenizer"))],

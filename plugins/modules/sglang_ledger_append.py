@@ -181,7 +181,7 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_bench_results import collect_provenance
+from ansible.module_utils.sglang_bench_results import PROVENANCE_ARGUMENT_SPEC, collect_provenance
 from ansible.module_utils.sglang_ledger import (
     PROVENANCE_KEYS,
     append_record,
@@ -248,18 +248,11 @@ def main():
         failure=dict(type="dict"),
         started_at=dict(type="str"),
         provenance=dict(type="dict", default={}),
-        collect_provenance=dict(type="bool", default=True),
         server_host=dict(type="str", default="127.0.0.1"),
         server_port=dict(type="int", default=30000),
-        server_state=dict(type="path"),
-        launch_script=dict(type="path"),
-        launch_argv=dict(type="list", elements="str"),
-        launch_env=dict(type="dict"),
-        facts_file=dict(type="path", default="/etc/ansible/facts.d/sglang_lab.fact"),
-        ml_env_python=dict(type="path"),
-        git_revision=dict(type="str"),
         model=dict(type="str"),
     )
+    argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
     try:
