@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "module_utils"))
-
-import sglang_compare as cmp  # noqa: E402
+import sglang_compare as cmp
 
 WORKLOAD = {"dataset_name": "random", "input_len": 1024, "output_len": 1024, "random_range_ratio": 1.0}
 _counter = iter(range(1, 10_000))

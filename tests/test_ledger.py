@@ -7,14 +7,9 @@ import json
 import multiprocessing
 import os
 import stat
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "module_utils"))
-
-import sglang_ledger as ledger  # noqa: E402
+import sglang_ledger as ledger
 
 
 def strict_loads(line: str):

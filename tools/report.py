@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build the throughput report from the controller's ledgers.
 
     python tools/report.py [--results-dir results] [--out-md results/report.md]
@@ -15,8 +17,9 @@ sglang_bench; no host is contacted) and writes:
 * a PNG chart of output and total tok/s against concurrency (log x), one line
   per tier and host;
 * the status block of each tier page ``docs/tiers/<id>.md`` between
-  ``<!-- status:begin -->`` and ``<!-- status:end -->`` (a page without the
-  markers is skipped with a warning).
+  ``<!-- status:begin tier=<id> -->`` and ``<!-- status:end -->``, the markers
+  tools/render_tier_docs.py writes (a page without them is skipped with a
+  warning).
 
 Any record from the simulator (``target_is_simulator``) labels the markdown
 and the PNG SYNTHETIC. Files are rewritten only when their content changes;
@@ -30,7 +33,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -39,17 +41,21 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
+# The tier page's status block: its markers are tools/render_tier_docs.py's, which writes the
+# pages (this file sits beside it, so its folder is on sys.path).
+from render_tier_docs import STATUS_BEGIN as PAGE_STATUS_BEGIN  # noqa: E402
+from render_tier_docs import STATUS_END, STATUS_RE  # noqa: E402
 from sglang_compare import (  # noqa: E402
     METRICS,
     compare_record,
+    comparison_rows,
     concurrencies,
     ok_values,
     summarize,
 )
-from sglang_ledger import read_ledger  # noqa: E402
+from sglang_ledger import latest_record, read_ledger  # noqa: E402
 
-STATUS_BEGIN = "<!-- status:begin -->"
-STATUS_END = "<!-- status:end -->"
+STATUS_BEGIN = PAGE_STATUS_BEGIN.format(tier="<id>")  # the begin marker as messages name it
 SYNTHETIC_BANNER = (
     "> **SYNTHETIC — these numbers come from the SGLang-protocol simulator "
     "(sglang_sim), not from a GPU. They test the pipeline, not SGLang.**"
@@ -135,11 +141,7 @@ def hosts_of(records: list[dict]) -> list[str]:
 
 
 def latest(records: list[dict], host: str, tier: str, status: str | None = None) -> dict | None:
-    for record in reversed(records):
-        if record.get("host") == host and record.get("tier") == tier:
-            if status is None or record.get("status") == status:
-                return record
-    return None
+    return latest_record(records, tier=tier, host=host, status=status)
 
 
 def host_records(records: list[dict], host: str) -> list[dict]:
@@ -196,21 +198,25 @@ def short(text: object, limit: int = 160) -> str:
 
 
 def tier_table(record: dict, comparison: dict) -> list[str]:
-    """The seeds' table for one record, with deltas and verdicts against the baseline."""
-    by_concurrency = {p["concurrency"]: p for p in comparison["points"]}
+    """The seeds' table for one record, with deltas and verdicts against the baseline.
+
+    Built from sglang_compare.comparison_rows, the rows the experiment's own
+    text table is made of, so both show the same numbers and verdicts.
+    """
     lines = [
         "| Concurrency | Output tok/s | Total tok/s | TPOT (ms) "
         "| Δ output | Δ total | Δ TPOT | Verdict (output / total / TPOT) |",
         "|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    by_concurrency: dict[int, list[dict]] = {}
+    for row in comparison_rows(comparison):
+        by_concurrency.setdefault(row["concurrency"], []).append(row)
     for concurrency in concurrencies(record):
+        rows = by_concurrency.get(concurrency, [])
         cells = [str(concurrency)]
-        for metric, _ in METRICS:
-            cells.append(fmt_summary(summarize(ok_values(record, concurrency, metric))))
-        metrics = by_concurrency.get(concurrency, {}).get("metrics", {})
-        for metric, _ in METRICS:
-            cells.append(fmt_delta(metrics[metric]) if metric in metrics else "—")
-        verdicts = [VERDICT_MARK.get(metrics[m]["verdict"], metrics[m]["verdict"]) for m, _ in METRICS if m in metrics]
+        cells += [fmt_summary(r["candidate"]) for r in rows] or ["—"] * len(METRICS)
+        cells += [fmt_delta(r) for r in rows] or ["—"] * len(METRICS)
+        verdicts = [VERDICT_MARK.get(r["verdict"], r["verdict"]) for r in rows]
         failed = [
             p for p in record.get("points") or [] if p.get("concurrency") == concurrency and p.get("status") != "ok"
         ]
@@ -356,12 +362,14 @@ def status_block(records: list[dict], tier: str, threshold: float, baseline: str
     return "\n".join(lines)
 
 
-def replace_status(text: str, block: str) -> str | None:
-    """Page text with the status block replaced; None when the markers are missing."""
-    pattern = re.compile(re.escape(STATUS_BEGIN) + r".*?" + re.escape(STATUS_END), re.S)
-    if not pattern.search(text):
-        return None
-    return pattern.sub(lambda _: f"{STATUS_BEGIN}\n{block}\n{STATUS_END}", text, count=1)
+def replace_status(text: str, block: str, tier: str | None = None) -> str | None:
+    """Page text with the body of its status block (render_tier_docs' markers) replaced by
+    ``block``, the markers kept; None when the page has no such block (of ``tier``, if given)."""
+    for match in STATUS_RE.finditer(text):
+        if tier is None or match["tier"] == tier:
+            begin = PAGE_STATUS_BEGIN.format(tier=match["tier"])
+            return f"{text[: match.start()]}{begin}\n{block}\n{STATUS_END}{text[match.end() :]}"
+    return None
 
 
 # ---------------------------------------------------------------- chart

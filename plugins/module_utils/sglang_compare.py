@@ -1,5 +1,5 @@
 # Copyright: contributors to this project
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Compare a ledger record with the latest successful baseline.
 
 Pure functions over ledger records (docs/ledger.md), used by module
@@ -238,14 +238,61 @@ def compare_record(record, records, threshold_pct, baseline_tier="baseline"):
     return result
 
 
-def latest_record(records, tier=None, host=None, status=None):
-    """The last record in ledger order matching the given tier/host/status."""
-    for record in reversed(records):
-        if tier is not None and record.get("tier") != tier:
-            continue
-        if host is not None and record.get("host") != host:
-            continue
-        if status is not None and record.get("status") != status:
-            continue
-        return record
-    return None
+
+# How the comparison table names each metric.
+METRIC_LABELS = {"output_throughput": "output tok/s", "total_throughput": "total tok/s", "mean_tpot_ms": "TPOT ms"}
+
+
+def comparison_rows(comparison):
+    """The comparison as table rows, one per (concurrency, metric), in METRICS order.
+
+    Each row: concurrency, metric, label, candidate and baseline summaries
+    (or None), delta_pct and verdict. The experiment's text table
+    (format_table) and the report's markdown table (tools/report.py) are both
+    built from these rows.
+    """
+    rows = []
+    for point in comparison.get("points") or []:
+        for metric, _ in METRICS:
+            entry = point["metrics"][metric]
+            rows.append(
+                {
+                    "concurrency": point["concurrency"],
+                    "metric": metric,
+                    "label": METRIC_LABELS[metric],
+                    "candidate": entry["candidate"],
+                    "baseline": entry["baseline"],
+                    "delta_pct": entry["delta_pct"],
+                    "verdict": entry["verdict"],
+                }
+            )
+    return rows
+
+
+def format_table(comparison, host=None, synthetic=False):
+    """The comparison as the fixed-width text table the experiment prints."""
+    row = "{:>6}  {:<13} {:>12} {:>12} {:>8}  {}"
+    title = (
+        f"{comparison.get('tier')} vs {comparison.get('baseline_tier')} on {host or comparison.get('host')}: "
+        f"median of repeats, noise threshold +-{comparison.get('threshold_pct')}% (TPOT: lower is better)"
+    )
+    if synthetic:
+        title += " - SYNTHETIC numbers from the simulator"
+    lines = [title, row.format("c", "metric", "baseline", "tier", "delta", "verdict")]
+    for r in comparison_rows(comparison):
+        lines.append(
+            row.format(
+                r["concurrency"],
+                r["label"],
+                f"{r['baseline']['median']:.2f}" if r["baseline"] else "-",
+                f"{r['candidate']['median']:.2f}" if r["candidate"] else "-",
+                f"{r['delta_pct']:+.1f}%" if r["delta_pct"] is not None else "-",
+                r["verdict"],
+            )
+        )
+    references = []
+    for point in comparison.get("points") or []:
+        if point.get("baseline_record_id") and point["baseline_record_id"] not in references:
+            references.append(point["baseline_record_id"])
+    lines.append("baseline record(s): " + (", ".join(references) or "none (no earlier successful baseline)"))
+    return "\n".join(lines)

@@ -1,5 +1,5 @@
 # Copyright: contributors to this project
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The experiment ledger: one JSON object per line, appended, never rewritten.
 
 Pure functions used by module sglang_ledger_append, module sglang_bench,
@@ -29,6 +29,11 @@ import json
 import math
 import os
 import uuid
+
+try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_failure import decide_failure
+except ImportError:  # pytest and tools/report.py put module_utils on sys.path.
+    from sglang_failure import decide_failure
 
 SCHEMA_VERSION = 1
 
@@ -293,18 +298,62 @@ def read_ledger(path):
     return parse_ledger_text(data.decode("utf-8", errors="replace"))
 
 
-def derive_failure(points, failure=None):
-    """Return the record's failure: the one given, else the first failed point's."""
-    if failure and failure.get("class"):
-        return dict(failure)
-    for point in points or []:
-        if point.get("status") == POINT_FAILED and point.get("failure"):
-            derived = {k: v for k, v in point["failure"].items() if k != "output_tail"}
-            derived.setdefault("step", "benchmark")
-            derived["concurrency"] = point.get("concurrency")
-            derived["repeat"] = point.get("repeat")
-            return derived
+def launch_flag_sources(tier, launch):
+    """(flag_sources, None) for the launch script a record names, or (None, why).
+
+    Role sglang_experiment's validate step keeps every launch script an experiment starts,
+    by content, beside it: <launch dir>/archive/<tier>-<sha256[:16]>.sh and .json, the .json
+    with ``flag_sources`` (flag -> baseline, tier or host_override; module_utils/sglang_tiers.py
+    compose). Only a .json written for the same script sha256 counts.
+    """
+    script, sha = (launch or {}).get("script"), (launch or {}).get("script_sha256")
+    if not script or not sha:
+        return None, "no launch script (or its sha256) to look the flag sources up for"
+    path = os.path.join(os.path.dirname(script), "archive", f"{tier}-{sha[:16]}.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            kept = json.load(handle)
+    except (OSError, ValueError) as exc:
+        return None, f"no flag sources kept for this script: {exc}"
+    if not isinstance(kept, dict) or kept.get("script_sha256") != sha:
+        return None, f"{path} was kept for another script"
+    return kept.get("flag_sources"), None
+
+
+def latest_record(records, tier=None, host=None, status=None):
+    """The last record in ledger order matching the given tier/host/status."""
+    for record in reversed(records):
+        if tier is not None and record.get("tier") != tier:
+            continue
+        if host is not None and record.get("host") != host:
+            continue
+        if status is not None and record.get("status") != status:
+            continue
+        return record
     return None
+
+
+def ledger_info(records, host, record_id=None, baseline_tier="baseline"):
+    """The experiment's ledger queries for one host (module sglang_ledger_info).
+
+    ``record``: the host's last record, or the one with ``record_id``;
+    ``last_good_tier``: the tier of the host's latest successful record, else
+    ``baseline_tier``; ``baseline``: the host's latest successful
+    ``baseline_tier`` record.
+    """
+    mine = [r for r in records if r.get("host") == host]
+    if record_id:
+        record = next((r for r in reversed(mine) if r.get("record_id") == record_id), None)
+    else:
+        record = mine[-1] if mine else None
+    good = latest_record(mine, status=STATUS_SUCCESS)
+    return {
+        "count": len(mine),
+        "record": record,
+        "last_good_tier": good["tier"] if good else baseline_tier,
+        "last_good_record_id": good["record_id"] if good else None,
+        "baseline": latest_record(mine, tier=baseline_tier, status=STATUS_SUCCESS),
+    }
 
 
 def build_record(
@@ -319,16 +368,20 @@ def build_record(
     provenance=None,
     record_id=None,
     recorded_at=None,
+    failed_task=None,
+    failed_result=None,
+    crash=None,
 ):
     """Assemble a schema_version 1 record (see docs/ledger.md).
 
-    ``status`` is "success" only when no failure was given, there is at least
-    one point, and every point is ok; otherwise "failed" with a failure class
-    (the one given, else the first failed point's, else "no_points").
+    ``status`` is "success" only when nothing failed, there is at least one
+    point, and every point is ok; otherwise "failed" with the failure that
+    sglang_failure.decide_failure finds in ``failure``, ``crash``,
+    ``failed_task``/``failed_result`` and the points, else "no_points".
     """
     points = list(points or [])
     provenance = dict(provenance or {})
-    failure = derive_failure(points, failure)
+    failure = decide_failure(points, failure, task=failed_task, result=failed_result, crash=crash)
     if failure is None and not points:
         failure = {
             "class": "no_points",

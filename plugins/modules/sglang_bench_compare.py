@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: contributors to this project
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 
 DOCUMENTATION = r"""
@@ -20,6 +20,9 @@ description:
 version_added: "1.0.0"
 author:
   - SGLang lab contributors
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_attributes.read_only
 options:
   ledger:
     description: Path of the ledger.
@@ -36,14 +39,6 @@ options:
     description: Tier id of the baseline.
     type: str
     default: baseline
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
 seealso:
   - module: sglang_ledger_append
 """
@@ -69,13 +64,14 @@ ansible_facts:
           (output_throughput, total_throughput, mean_tpot_ms), candidate and
           baseline summaries (n, median, min, max, spread_pct, q1/q3/iqr),
           delta_pct and verdict (better, worse, within_noise, no_baseline,
-          no_data).
+          no_data); table, the same as fixed-width text (labelled SYNTHETIC
+          for a simulator record), the table the experiment prints.
       type: dict
       returned: always
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_compare import compare_record
+from ansible.module_utils.sglang_compare import compare_record, format_table
 from ansible.module_utils.sglang_ledger import read_ledger
 
 
@@ -121,6 +117,7 @@ def main():
         record = records[-1]
     comparison = compare_record(record, records, p["threshold_pct"], p["baseline_tier"])
     comparison["ledger_problems"] = problems
+    comparison["table"] = format_table(comparison, synthetic=bool(record.get("target_is_simulator")))
     module.exit_json(changed=False, ansible_facts={"sglang_bench_compare": comparison})
 
 

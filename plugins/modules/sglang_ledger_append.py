@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: contributors to this project
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 
 DOCUMENTATION = r"""
@@ -20,6 +20,9 @@ description:
 version_added: "1.0.0"
 author:
   - SGLang lab contributors
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_provenance
 options:
   ledger:
     description: Path of the ledger on the target host; created when missing.
@@ -63,7 +66,23 @@ options:
       - The run's failure - C(class) (a crash class from
         data/crash_signatures.yml or a benchmark class such as
         C(warmup_failed)), C(step), C(message) and any evidence. When
-        omitted, the first failed point's failure is used.
+        omitted, the failure is decided from O(crash), O(failed_task),
+        O(failed_result) and the points (module_utils/sglang_failure.py
+        decide_failure, the one place that decides it).
+    type: dict
+  failed_task:
+    description:
+      - C(ansible_failed_task) of the rescue that records a failed run (its
+        C(name) and C(tags); the C(sglang_experiment_<step>) tag names the step).
+    type: dict
+  failed_result:
+    description: C(ansible_failed_result) of that rescue (C(msg), C(failure_class), C(port), ...).
+    type: dict
+  crash:
+    description:
+      - The server's classified crash, C(sglang_server_crash) as role
+        sglang_server's ready-wait sets it (C(crash_class), C(crash_line),
+        C(explanation), C(remedy), C(excerpt), ...).
     type: dict
   started_at:
     description: When the run started (ISO 8601 UTC).
@@ -74,10 +93,6 @@ options:
         collected now when O(collect_provenance) is true.
     type: dict
     default: {}
-  collect_provenance:
-    description: Collect what O(provenance) lacks (server_info, versions, GPU, launch).
-    type: bool
-    default: true
   server_host:
     description: Address of the SGLang server, for C(/server_info).
     type: str
@@ -86,41 +101,16 @@ options:
     description: Port of the SGLang server.
     type: int
     default: 30000
-  server_state:
-    description: The lifecycle's C(server.json).
-    type: path
-  launch_script:
-    description: The launch script; its sha256 is recorded.
-    type: path
-  launch_argv:
-    description: Final server argv as rendered.
-    type: list
-    elements: str
-  launch_env:
-    description: Server environment as rendered (secrets redacted).
-    type: dict
-  facts_file:
-    description: Local facts file with installed versions (JSON).
-    type: path
-    default: /etc/ansible/facts.d/sglang_lab.fact
-  ml_env_python:
-    description: Interpreter of the ml-env, asked for versions via importlib.metadata.
-    type: path
-  git_revision:
-    description: The project's git revision on the controller.
-    type: str
   model:
     description: Model path or name recorded when C(/server_info) is not available.
     type: str
 attributes:
   check_mode:
     support: full
-    description: Builds and validates the record and returns it; appends nothing.
-  diff_mode:
-    support: none
+    details: Builds and validates the record and returns it; appends nothing.
   idempotent:
     support: partial
-    description: Idempotent for a fixed O(record_id); a fresh id always appends.
+    details: Idempotent for a fixed O(record_id); a fresh id always appends.
 seealso:
   - module: sglang_bench
   - module: sglang_bench_compare
@@ -181,17 +171,18 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_bench_results import PROVENANCE_ARGUMENT_SPEC, collect_provenance
 from ansible.module_utils.sglang_ledger import (
     PROVENANCE_KEYS,
     append_record,
     build_record,
     encode_record,
+    launch_flag_sources,
     new_record_id,
     read_ledger,
     utc_now,
     validate_record,
 )
+from ansible.module_utils.sglang_provenance import PROVENANCE_ARGUMENT_SPEC, collect_provenance
 
 
 def _merge_provenance(module):
@@ -246,6 +237,9 @@ def main():
         workload=dict(type="dict", required=True),
         points=dict(type="list", elements="dict", default=[]),
         failure=dict(type="dict"),
+        failed_task=dict(type="dict"),
+        failed_result=dict(type="dict"),
+        crash=dict(type="dict"),
         started_at=dict(type="str"),
         provenance=dict(type="dict", default={}),
         server_host=dict(type="str", default="127.0.0.1"),
@@ -269,6 +263,11 @@ def main():
             f"got keys {sorted(failure)}."
         )
     provenance = _merge_provenance(module)
+    launch = provenance.get("launch")
+    if isinstance(launch, dict) and launch.get("flag_sources") is None:
+        launch["flag_sources"], why = launch_flag_sources(p["tier"], launch)
+        if why:
+            launch.setdefault("reasons", {})["flag_sources"] = why
     record = build_record(
         host=p["host"],
         tier=p["tier"],
@@ -280,6 +279,9 @@ def main():
         ended_at=utc_now(),
         provenance=provenance,
         record_id=p["record_id"] or new_record_id(),
+        failed_task=p["failed_task"],
+        failed_result=p["failed_result"],
+        crash=p["crash"],
     )
     problems = validate_record(record)
     if problems:

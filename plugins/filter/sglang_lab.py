@@ -1,0 +1,160 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The project's filters: thin wrappers over the pure functions in plugins/module_utils/.
+
+- tiers (module_utils/sglang_tiers.py, shared with tools/check_tiers.py): C(sglang_launch_plan)
+  validates data/tiers.yml (plus inventory tiers) against data/tier_schema.json, selects a tier,
+  composes baseline + tier + overrides and checks the argv against an SGLang flag manifest;
+  C(sglang_launch_plans) does it for every runnable tier; C(sglang_tier_catalog) lists tier ids,
+  runnable ids and titles; C(sglang_argv_check) checks an argv against a flag manifest.
+- experiment (module_utils/sglang_failure.py, shared with module sglang_ledger_append):
+  C(sglang_failed_step) names the step of a failed task from its sglang_experiment_<step> tag;
+  C(sglang_experiment_failure) builds the closing message of a failed experiment.
+- FlashInfer patches: C(sglang_patch_states) turns patch ids into role flashinfer's patch list.
+- benchmark (module_utils/sglang_bench_settings.py, shared with the experiment's preflight):
+  C(sglang_bench_settings) resolves data/benchmark.yml with the sglang_bench_* overrides, or
+  fails naming each bad variable and value.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from ansible.errors import AnsibleFilterError
+
+DOCUMENTATION = r"""
+name: sglang_lab
+short_description: Tier planning, experiment failures and benchmark settings for sglang-lab
+description:
+  - C(sglang_launch_plan), C(sglang_launch_plans), C(sglang_tier_catalog), C(sglang_argv_check) (tiers).
+  - C(sglang_failed_step), C(sglang_experiment_failure) (experiment).
+  - C(sglang_bench_settings) (benchmark settings), C(sglang_patch_states) (FlashInfer patch list).
+"""
+
+_MODULE_UTILS = Path(__file__).resolve().parent.parent / "module_utils"
+# Keys of the `options` mapping role sglang_launch passes (vars/main.yml __sglang_launch_plan_options).
+_OPTIONS = ("manifest", "extra_tiers", "flags_override", "env_override", "module", "host")
+
+
+def _load(name):
+    """Import plugins/module_utils/<name>.py once (controller side; this project is not a collection)."""
+    key = f"sglang_lab_module_utils_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, _MODULE_UTILS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+# --------------------------------------------------------------------------- tiers
+
+def _options(options):
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise ValueError(f"sglang_launch_plan: unknown option(s) {unknown}; known: {list(_OPTIONS)}")
+    options["module"] = options.get("module") or None
+    return options
+
+
+def sglang_launch_plan(tier_id, baseline, catalog, schema, options=None):
+    """{ok, stage, errors, warnings, launch} for one tier; bad input gives errors, not exceptions."""
+    return _load("sglang_tiers").plan_launch(
+        baseline=baseline, catalog=catalog, schema=schema, tier_id=str(tier_id), **_options(options)
+    )
+
+
+def sglang_launch_plans(catalog, baseline, schema, options=None):
+    """{ok, errors, warnings, plans: {tier: launch}} for every runnable tier."""
+    opts = _options(options)
+    manifest = opts.pop("manifest", None)
+    return _load("sglang_tiers").plan_all(baseline=baseline, catalog=catalog, schema=schema, manifest=manifest, **opts)
+
+
+def sglang_tier_catalog(catalog, extra_tiers=None):
+    return _load("sglang_tiers").catalog_summary(catalog, extra_tiers or {})
+
+
+def sglang_argv_check(argv, manifest, constraints=None):
+    return _load("sglang_tiers").check_argv(list(argv), manifest, constraints or [])
+
+
+# --------------------------------------------------------------------------- experiment
+
+
+def sglang_failed_step(task):
+    return _load("sglang_failure").failed_step(task or {})
+
+
+def sglang_experiment_failure(outcome):
+    """The closing message; ``outcome`` is the mapping role sglang_experiment's restore step builds.
+
+    Keys: tier, expected_class, failed_task, failed_result, crash, recorded
+    (the record just written, or None), record_error, ledger, restore
+    (bool), restored ({ok, tier, pid, msg}).
+    """
+    logic = _load("sglang_failure")
+    recorded = outcome.get("recorded") or {}
+    failure = recorded.get("failure") or logic.decide_failure(
+        task=outcome.get("failed_task"), result=outcome.get("failed_result"), crash=outcome.get("crash")
+    )
+    failure = failure or {"class": "unclassified"}
+    result = outcome.get("failed_result") or {}
+    return logic.failure_report(
+        tier=outcome.get("tier"),
+        step=failure.get("step") or logic.failed_step(outcome.get("failed_task") or {}),
+        failure_class=failure.get("class"),
+        expected_class=outcome.get("expected_class"),
+        message=failure.get("message") or result.get("msg"),
+        ledger_line=logic.ledger_line(outcome.get("ledger"), recorded, outcome.get("record_error")),
+        restore_line=logic.restore_line(outcome.get("restore"), outcome.get("restored")),
+    )
+
+
+# --------------------------------------------------------------------------- benchmark settings
+
+
+def sglang_bench_settings(data, overrides=None, settings_file=None):
+    logic = _load("sglang_bench_settings")
+    try:
+        return logic.resolve_settings(data, overrides, settings_file)
+    except logic.SettingsError as exc:
+        raise AnsibleFilterError(
+            "The benchmark settings cannot run: " + "; ".join(exc.problems)
+            + ". Fix the inventory override (or -e) named, or the settings file."
+        ) from None
+
+
+# --------------------------------------------------------------------------- FlashInfer patches
+
+
+def sglang_patch_states(ids, state=None):
+    """``['a', 'b'] | sglang_patch_states`` -> ``[{'id': 'a'}, {'id': 'b'}]`` (with ``state`` when given).
+
+    Role flashinfer's patch list, built with ansible-core alone: the patches step must not need a
+    collection the controller may lack (on the lent H200 its absence failed the step after the stop).
+    """
+    out = []
+    for patch in ids or []:
+        entry = {"id": str(patch)}
+        if state is not None:
+            entry["state"] = state
+        out.append(entry)
+    return out
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "sglang_launch_plan": sglang_launch_plan,
+            "sglang_launch_plans": sglang_launch_plans,
+            "sglang_tier_catalog": sglang_tier_catalog,
+            "sglang_argv_check": sglang_argv_check,
+            "sglang_failed_step": sglang_failed_step,
+            "sglang_experiment_failure": sglang_experiment_failure,
+            "sglang_bench_settings": sglang_bench_settings,
+            "sglang_patch_states": sglang_patch_states,
+        }
