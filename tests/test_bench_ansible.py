@@ -152,10 +152,18 @@ def experiment(sim, tmp_path_factory):
         "sglang_bench_async": False,  # local connection: no SSH session to outlive
         "sglang_bench_server_state": str(state),
         "sglang_bench_launch_env": {"NCCL_P2P_LEVEL": "5", "HF_TOKEN": "secret-value"},
+        # What an inventory sets for every role (inventory/local.yml).
+        "sglang_lab_port": sim.port,
+        "sglang_lab_target": "simulator",
+        "sglang_lab_ml_env": str(tmp / "no-ml-env"),
+        "sglang_lab_work_dir": str(tmp / "host"),
     }
 
-    def role(entry, name):
-        return {"name": name, "ansible.builtin.include_role": {"name": "sglang_bench", "tasks_from": entry}}
+    def role(entry, name, **task_vars):
+        task = {"name": name, "ansible.builtin.include_role": {"name": "sglang_bench", "tasks_from": entry}}
+        if task_vars:
+            task["vars"] = task_vars
+        return task
 
     def play(name, tier, extra=None):
         return {
@@ -167,7 +175,14 @@ def experiment(sim, tmp_path_factory):
                 {
                     "name": "Experiment",
                     "block": [role("warmup", "Warm up"), role("benchmark", "Benchmark"), role("record", "Record")],
-                    "rescue": [role("record", "Record the failure")],
+                    "rescue": [
+                        role(
+                            "record",
+                            "Record the failure",
+                            sglang_bench_failed_task="{{ ansible_failed_task }}",
+                            sglang_bench_failed_result="{{ ansible_failed_result }}",
+                        )
+                    ],
                     "always": [role("fetch", "Fetch the ledger")],
                 },
                 role("compare", "Compare"),
@@ -224,6 +239,11 @@ def test_successful_run_record(experiment, sim):
     assert record["status"] == "success" and record["failure"] is None
     assert record["host"] == "sim-bench" and record["target_is_simulator"] is True
     assert [(p["concurrency"], p["status"]) for p in record["points"]] == [(1, "ok"), (2, "ok")]
+    # The whole cell ran as one task, in one client process.
+    ((event, cell),) = experiment["results"]["Benchmark every point in one client process for tier baseline"]
+    assert event == "runner_on_ok" and len(cell["client_runs"]) == 1, cell.get("client_runs")
+    assert cell["client_runs"][0]["points"] == ["c1_r0", "c2_r0"] and cell["not_run"] == []
+    assert cell["cmd"][-2:] == ["--plan", str(Path(record["points"][0]["output_file"]).parent / "plan.json")]
     for point in record["points"]:
         assert point["num_prompts"] == max(2 * point["concurrency"], 4)
         assert point["completed"] == point["num_prompts"] and point["failed"] == 0
@@ -263,6 +283,9 @@ def test_incomplete_point_record(experiment):
     assert any("context length" in e["error"] for e in point["errors"])
     assert sum(e["count"] for e in point["errors"]) == rejected
     assert len(record["points"]) == 1  # the sweep stopped at the failed point
+    task = "Benchmark every point in one client process for tier t03-single-batch-overlap"
+    ((event, cell),) = experiment["results"][task]
+    assert cell["not_run"] == ["c2_r0"] and len(cell["client_runs"]) == 1
 
 
 def test_warmup_failure_record(experiment):
@@ -295,8 +318,10 @@ def test_report_playbook_builds_synthetic_report(experiment, tmp_path):
     results_dir = Path(experiment["common"]["sglang_bench_controller_results_dir"])
     docs = tmp_path / "tiers"
     docs.mkdir()
-    (docs / "baseline.md").write_text("# baseline\n<!-- status:begin -->\n<!-- status:end -->\n")
-    (docs / "t01-piecewise-cuda-graph.md").write_text("# t01\n<!-- status:begin -->\nx\n<!-- status:end -->\n")
+    (docs / "baseline.md").write_text("# baseline\n<!-- status:begin tier=baseline -->\n<!-- status:end -->\n")
+    (docs / "t01-piecewise-cuda-graph.md").write_text(
+        "# t01\n<!-- status:begin tier=t01-piecewise-cuda-graph -->\nx\n<!-- status:end -->\n"
+    )
     extravars = {"report_results_dir": str(results_dir), "report_tier_docs_dir": str(docs)}
     runner, results = run_playbook(tmp_path, str(REPO / "playbooks" / "report.yml"), extravars)
     assert runner.status == "successful", stdout(runner)
@@ -334,13 +359,14 @@ MODULE_PLAY = """
       sglang_bench:
         client_command: [{python}, {shim}]
         port: {port}
-        concurrency: 2
+        concurrency: [2, 4]
+        repeats: 2
         num_prompts_multiplier: 2
         num_prompts_floor: 3
         input_len: 16
         output_len: 8
         tokenizer: {tokenizer}
-        output_file: {out}
+        output_dir: {out}
       check_mode: true
     - name: Warm-up in check mode
       sglang_warmup:
@@ -359,8 +385,8 @@ MODULE_PLAY = """
     - name: Parse a bench_serving file
       sglang_bench:
         mode: parse
-        output_file: {raw}
-        concurrency: 1
+        output_dir: {raw}
+        concurrency: [1]
         num_prompts: {raw_prompts}
         input_len: 16
         output_len: 8
@@ -368,8 +394,8 @@ MODULE_PLAY = """
     - name: Bad concurrency is refused
       sglang_bench:
         mode: parse
-        output_file: {raw}
-        concurrency: 0
+        output_dir: {raw}
+        concurrency: [1, 0]
         num_prompts: 1
         input_len: 16
         output_len: 8
@@ -380,7 +406,7 @@ MODULE_PLAY = """
 def test_modules_check_mode_and_parse(experiment, sim, tmp_path):
     baseline = ledger_records(Path(experiment["common"]["sglang_bench_results_dir"]) / "ledger.jsonl")[0]
     raw_point = baseline["points"][0]
-    out, led = tmp_path / "never.jsonl", tmp_path / "never-ledger.jsonl"
+    out, led = tmp_path / "never", tmp_path / "never-ledger.jsonl"
     playbook = tmp_path / "modules.yml"
     playbook.write_text(
         MODULE_PLAY.format(
@@ -390,7 +416,7 @@ def test_modules_check_mode_and_parse(experiment, sim, tmp_path):
             tokenizer=json.dumps(str(sim.tokenizer)),
             out=json.dumps(str(out)),
             ledger=json.dumps(str(led)),
-            raw=json.dumps(raw_point["output_file"]),
+            raw=json.dumps(str(Path(raw_point["output_file"]).parent)),
             raw_prompts=raw_point["num_prompts"],
         )
     )
@@ -401,12 +427,16 @@ def test_modules_check_mode_and_parse(experiment, sim, tmp_path):
     ((event, res),) = results["Bench in check mode"]
     facts = res["ansible_facts"]["sglang_bench"]
     assert event == "runner_on_ok" and res["changed"] is True and facts["check_mode"] is True
-    assert facts["point"] is None and facts["command"][:2] == [
-        sys.executable,
-        str(REPO / "tools" / "sglang_bench_client.py"),
+    assert facts["points"] == [] and facts["provenance"] is None
+    assert facts["command"] == [sys.executable, str(REPO / "tools" / "sglang_bench_client.py"), "--plan",
+                                str(out / "plan.json")]
+    # The plan: repeats outer, concurrency inner; num_prompts = max(2 * c, 3).
+    assert [(s["repeat"], s["concurrency"], s["num_prompts"]) for s in facts["plan"]] == [
+        (0, 2, 4), (0, 4, 8), (1, 2, 4), (1, 4, 8)
     ]
-    assert facts["command"][facts["command"].index("--num-prompts") + 1] == "4"  # max(2 * 2, 3)
-    assert not out.exists() and not Path(str(out) + ".log").exists()
+    argv = facts["plan"][3]["argv"]
+    assert argv[argv.index("--output-file") + 1] == str(out / "c4_r1.jsonl")
+    assert not out.exists()  # nothing written in check mode
 
     ((event, res),) = results["Warm-up in check mode"]
     assert event == "runner_on_ok" and res["changed"] is False and res["warmup"]["requests"] == 0
@@ -417,7 +447,7 @@ def test_modules_check_mode_and_parse(experiment, sim, tmp_path):
     assert res["record"]["status"] == "failed" and res["record"]["failure"]["class"] == "hang"
 
     ((event, res),) = results["Parse a bench_serving file"]
-    point = res["ansible_facts"]["sglang_bench"]["point"]
+    (point,) = res["ansible_facts"]["sglang_bench"]["points"]
     assert event == "runner_on_ok" and res["changed"] is False
     assert point["output_throughput"] == raw_point["output_throughput"] and point["status"] == "ok"
 

@@ -2,7 +2,8 @@
 
 The JSONL parsed here is written by the real client during the test run, so the
 parser is checked against what bench_serving 0.5.10.post1 actually writes,
-including its non-standard ``Infinity`` for ``--request-rate inf``. The
+including its non-standard ``Infinity`` for ``--request-rate inf``. A cell of
+several points runs in one client process, as the module runs it. The
 incomplete point (completed < num_prompts) from the real client is tested
 through the role in test_bench_ansible.py.
 """
@@ -10,6 +11,7 @@ through the role in test_bench_ansible.py.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins" / "module_utils"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import sglang_bench_results as br  # noqa: E402
+import sglang_bench_points as bp  # noqa: E402
 import sglang_ledger as ledger  # noqa: E402
 import sim_helpers  # noqa: E402
 
@@ -75,21 +77,36 @@ def sim(tmp_path_factory, tokenizer_dir):
     server.stop()
 
 
-def client_argv(server, tokenizer_dir, out, **kwargs):
-    settings = dict(
-        concurrency=4, num_prompts=8, input_len=32, output_len=16, dataset_name="random-ids", output_details=True
-    )
+def plan(port, tokenizer_dir, folder, concurrency, num_prompts=8, per_point=None, **kwargs):
+    """Specs of one cell against ``port`` (``per_point``: {index: {"port": p, "extra_args": [...]}})."""
+    settings = dict(input_len=32, output_len=16, dataset_name="random-ids", output_details=True)
     settings.update(kwargs)
-    return br.build_client_argv(
-        SHIM, "127.0.0.1", server.port, output_file=str(out), tokenizer=str(tokenizer_dir), **settings
-    )
+    specs = bp.plan_points(concurrency, 1, str(folder), num_prompts=num_prompts)
+    for spec in specs:
+        own = dict(settings, **(per_point or {}).get(spec["index"], {}))
+        spec["argv"] = bp.build_client_argv(
+            [],
+            "127.0.0.1",
+            own.pop("port", port),
+            spec["concurrency"],
+            spec["num_prompts"],
+            output_file=spec["output_file"],
+            tokenizer=str(tokenizer_dir),
+            **own,
+        )
+    return specs
+
+
+def run_cell(specs, folder, **kwargs):
+    kwargs.setdefault("point_timeout", 300)
+    return bp.run_plan(SHIM, specs, str(folder / "plan.json"), str(folder / "client.log"), env=CLIENT_ENV, **kwargs)
 
 
 def test_real_client_point_is_parsed(sim, tokenizer_dir, tmp_path):
-    out = tmp_path / "c4_r0.jsonl"
-    argv = client_argv(sim, tokenizer_dir, out)
-    point, outcome = br.run_point(argv, str(out), 4, 0, 8, env=CLIENT_ENV, timeout=300, log_path=str(out) + ".log")
-    assert outcome["rc"] == 0, outcome["output"][-3000:]
+    specs = plan(sim.port, tokenizer_dir, tmp_path, [4])
+    (point,), outcome = run_cell(specs, tmp_path)
+    assert outcome["rc"] == 0, Path(point["client_log"]).read_text()[-3000:]
+    out = Path(point["output_file"])
 
     text = out.read_text()
     assert '"request_rate": Infinity' in text  # what the real client writes
@@ -122,6 +139,7 @@ def test_real_client_point_is_parsed(sim, tokenizer_dir, tmp_path):
     assert point["measured_concurrency"] == raw["concurrency"]
     assert point["client_echo"]["request_rate"] == "inf" and point["client_echo"]["max_concurrency"] == 4
     assert raw["server_info"]["synthetic"] is True
+    assert outcome["runs"][0]["bench_module"] == "sglang.bench_serving"  # 0.5.10.post1 has no benchmark.serving
 
     record = ledger.build_record("sim", "baseline", "run", {"request_rate": raw["request_rate"]}, points=[point])
     line = ledger.encode_record(record).decode()
@@ -130,19 +148,72 @@ def test_real_client_point_is_parsed(sim, tokenizer_dir, tmp_path):
     assert strict["points"][0]["output_throughput"] == raw["output_throughput"]
 
 
+def test_real_client_runs_a_cell_in_one_process(sim, tokenizer_dir, tmp_path):
+    """Four points, one client process; each point's numbers are its own (its own output file and log)."""
+    specs = plan(sim.port, tokenizer_dir, tmp_path, [1, 2, 4, 8], num_prompts=8)
+    points, outcome = run_cell(specs, tmp_path)
+    assert [p["status"] for p in points] == ["ok"] * 4, [Path(p["client_log"]).read_text()[-2000:] for p in points]
+    assert len(outcome["runs"]) == 1
+    pids = {e["pid"] for e in bp.parse_status_lines(Path(outcome["log"]).read_text())}
+    assert pids == {outcome["runs"][0]["pid"]}
+    for point in points:
+        assert point["client_echo"]["max_concurrency"] == point["concurrency"]
+        assert point["completed"] == 8 and point["total_output_tokens"] == 8 * 16
+        assert len(Path(point["output_file"]).read_text().splitlines()) == 1
+        assert f"Max request concurrency:                 {point['concurrency']}" in Path(
+            point["client_log"]
+        ).read_text()
+
+
+def test_real_client_failing_middle_point(sim, tokenizer_dir, tmp_path):
+    """The middle point's server is not there: server_unreachable for it, the others ok, one process."""
+    specs = plan(
+        sim.port,
+        tokenizer_dir,
+        tmp_path,
+        [1, 2, 4],
+        per_point={1: {"port": sim_helpers.free_port(), "extra_args": ["--ready-check-timeout-sec", "1"]}},
+    )
+    points, outcome = run_cell(specs, tmp_path, stop_on_failure=False)
+    assert [p["status"] for p in points] == ["ok", "failed", "ok"], points
+    assert points[1]["failure"]["class"] == "server_unreachable" and points[1]["completed"] is None
+    assert "is not ready" in points[1]["failure"]["output_tail"]
+    assert len(outcome["runs"]) == 1
+
+
+def test_real_client_deadline_inside_asyncio(sim, tokenizer_dir, tmp_path):
+    """A server that accepts connections and never answers: the point's requests hang inside
+    bench_serving's event loop until the per-point deadline stops them; the next point runs."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        specs = plan(
+            sim.port,
+            tokenizer_dir,
+            tmp_path,
+            [1, 2],
+            per_point={0: {"port": silent.getsockname()[1], "extra_args": ["--ready-check-timeout-sec", "0"]}},
+        )
+        points, outcome = run_cell(specs, tmp_path, stop_on_failure=False, point_timeout=8, timeout=120)
+    assert [p["status"] for p in points] == ["failed", "ok"], [p.get("failure") for p in points]
+    assert points[0]["failure"]["class"] == "bench_timeout"
+    assert 7 < points[0]["wall_s"] < 60
+    assert len(outcome["runs"]) == 1 and outcome["runs"][0]["timed_out"] is False
+
+
 def test_range_ratio_zero_shortens_requests(sim, tokenizer_dir, tmp_path):
     """bench_serving's default ratio 0.0 draws lengths down to 1 (why data/benchmark.yml sets 1.0)."""
-    out = tmp_path / "ratio0.jsonl"
-    argv = client_argv(sim, tokenizer_dir, out, range_ratio=0.0, num_prompts=12, output_len=64)
-    point, outcome = br.run_point(argv, str(out), 4, 0, 12, env=CLIENT_ENV, timeout=300, log_path=str(out) + ".log")
-    assert point["status"] == "ok", outcome["output"][-3000:]
+    specs = plan(sim.port, tokenizer_dir, tmp_path, [4], num_prompts=12, range_ratio=0.0, output_len=64)
+    (point,), outcome = run_cell(specs, tmp_path)
+    assert point["status"] == "ok", Path(point["client_log"]).read_text()[-3000:]
     assert point["total_output_tokens"] < 12 * 64
 
 
 def test_unreachable_server_is_classified(tokenizer_dir, tmp_path):
+    """The single-point command line (no --plan) still works and fails the old way."""
     out = tmp_path / "none.jsonl"
     port = sim_helpers.free_port()
-    argv = br.build_client_argv(
+    argv = bp.build_client_argv(
         SHIM,
         "127.0.0.1",
         port,
@@ -155,7 +226,8 @@ def test_unreachable_server_is_classified(tokenizer_dir, tmp_path):
         dataset_name="random-ids",
         extra_args=["--ready-check-timeout-sec", "1"],
     )
-    point, outcome = br.run_point(argv, str(out), 1, 0, 4, env=CLIENT_ENV, timeout=120, log_path=str(out) + ".log")
+    outcome = bp.run_client(argv, env=CLIENT_ENV, timeout=120, log_path=str(out) + ".log")
     assert outcome["rc"] != 0
-    assert point["status"] == "failed" and point["failure"]["class"] == "server_unreachable"
-    assert point["completed"] is None
+    assert bp.read_new_results(str(out)) == []
+    failure_class, reason = bp.classify_client_failure(outcome["rc"], outcome["output"], outcome["timed_out"])
+    assert failure_class == "server_unreachable", outcome["output"][-2000:]

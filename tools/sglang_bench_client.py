@@ -1,48 +1,100 @@
 #!/usr/bin/env python3
-"""Run SGLang's real benchmark client, ``sglang.bench_serving``, without torch.
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run SGLang's real benchmark client (bench_serving), one point or a whole cell.
 
-Usage (same arguments as ``python -m sglang.bench_serving``)::
+Usage::
 
+    # One point: the same arguments as python -m sglang.bench_serving.
     python tools/sglang_bench_client.py --backend sglang --host 127.0.0.1 \\
         --port 30000 --dataset-name random-ids --num-prompts 10 ...
 
-Why this file exists
---------------------
+    # A cell: every point of a plan (JSON, below) in this one process.
+    python tools/sglang_bench_client.py --plan /path/plan.json
+
+    # Either, with the full SGLang install (torch) instead of the light shells.
+    python tools/sglang_bench_client.py --full-sglang --plan /path/plan.json
+
+Which bench_serving
+-------------------
+``sglang.benchmark.serving`` where the installed SGLang has it (0.5.23 moved
+the client there and left ``sglang.bench_serving`` as a deprecation wrapper),
+else ``sglang.bench_serving`` (0.5.10.post1). Either module is imported once;
+its own ``if __name__ == "__main__":`` block (the argument parser and the call
+of ``run_benchmark``; ``cli_main()`` in 0.5.23) is compiled once from the
+module's real source file and executed in the module's namespace for each
+point, with ``sys.argv`` set to that point's arguments: exactly what
+``python -m`` runs after the module's definitions, without importing it again.
+
+Why the shells (the default; ``--full-sglang`` skips them)
+----------------------------------------------------------
 ``bench_serving`` itself needs only light packages (aiohttp, numpy, requests,
-tqdm, transformers, pyzmq, pybase64, datasets, psutil). Importing it the normal
-way does not work on a host without torch, because Python first runs the
-package initialisers on the import path:
+tqdm, transformers, pyzmq, pybase64, datasets, psutil; 0.5.23 adds msgspec and
+orjson). Importing it the normal way does not work on a host without torch,
+because Python first runs the package initialisers on the import path:
 
 * ``sglang/__init__.py`` imports the frontend language API and, through it,
   torch;
 * ``sglang/srt/utils/__init__.py`` (reached through
   ``sglang.srt.utils.network``) imports torch and the CUDA helpers;
-* ``sglang.bench_serving`` reads one constant, ``FAKE_BOOTSTRAP_HOST``, from
-  ``sglang.srt.disaggregation.utils``, whose module imports torch as well.
+* 0.5.23's ``sglang.benchmark.serving`` reads one constant,
+  ``FAKE_BOOTSTRAP_HOST``, from ``sglang.srt.disaggregation.utils``, whose
+  module imports torch as well (0.5.10.post1's bench_serving does not read it).
 
-This script registers empty package objects for ``sglang``, ``sglang.srt`` and
-``sglang.srt.utils`` whose ``__path__`` points at the real installed
-directories, so their submodules (``sglang.benchmark.*``,
-``sglang.srt.utils.network``, ...) load from the real files while the heavy
-``__init__`` files are skipped. ``FAKE_BOOTSTRAP_HOST`` is read from the real
-``disaggregation/utils.py`` with ``ast`` (not copied here). Then the real
-``sglang.bench_serving`` runs as ``__main__``: its argument parser, request
-generator, metrics and JSONL output are SGLang's own, unchanged.
+This script registers empty package objects for ``sglang``, ``sglang.srt``,
+``sglang.srt.utils`` and ``sglang.srt.disaggregation`` whose ``__path__``
+points at the real installed directories, so their submodules
+(``sglang.benchmark.*``, ``sglang.srt.utils.network``, ...) load from the real
+files while the heavy ``__init__`` files are skipped. ``FAKE_BOOTSTRAP_HOST``
+is read from the real ``disaggregation/utils.py`` with ``ast`` (not copied
+here) when that file defines it. Argument parser, request generator, metrics
+and JSONL output are SGLang's own, unchanged.
 
-Where torch and the full SGLang install exist (the GPU node's ml-env), run
-``python -m sglang.bench_serving`` directly; role sglang_bench chooses through
-``sglang_bench_client`` (``module`` or ``shim``). docs/benchmark.md has more.
+The plan (``--plan``)
+---------------------
+A JSON object::
+
+    {"stop_on_failure": true,
+     "points": [{"id": "c1_r0", "argv": ["--backend", "sglang", ...],
+                 "output_file": ".../c1_r0.jsonl", "log": ".../c1_r0.jsonl.log",
+                 "num_prompts": 10, "timeout": 7200}, ...]}
+
+``argv`` is bench_serving's command line for the point (it must carry
+``--output-file output_file``). Each point's output (stdout and stderr, file
+descriptors 1 and 2, so C-level and child output too) goes to its ``log``,
+truncated first. ``timeout`` is the point's deadline in seconds inside this
+process (SIGALRM; the point is stopped and recorded as timed out, and the next
+point runs). This script prints one status line per event to its original
+stdout, ``SGLANG_BENCH_POINT <json>``, with ``event`` ``ready`` (once, after
+the import), ``start`` and ``end`` (per point: ``index``, ``id``, ``pid``,
+``t`` (epoch s); ``end`` adds ``rc``, ``timed_out``, ``error``, ``result``
+(a new line appeared in the output file), ``completed``, ``ok``, ``wall_s``)
+and ``done``. A point that raises, exits or times out does not stop the
+others unless ``stop_on_failure`` is true; then the plan stops after the
+first point that is not ok: no new result line, a non-zero exit, a timeout,
+or ``completed`` != ``num_prompts`` (the same rule as the ledger's point
+status; the failure class is decided by the caller from the log, in
+plugins/module_utils/sglang_bench_points.py). Exit status: 0 when every point
+ran and was ok, 1 otherwise, 2 for an unusable plan or SGLang install.
 
 Only the standard library is used here; the script is copied to the target
-host and run by the ml-env interpreter that has SGLang installed.
+host and run by the ml-env interpreter that has SGLang installed. Role
+sglang_bench runs it; docs/benchmark.md has more.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
+import importlib.machinery
 import importlib.util
-import runpy
+import json
+import os
+import signal
 import sys
+import time
+import traceback
 import types
 from pathlib import Path
 
@@ -57,14 +109,26 @@ _SHELL_PACKAGES = (
 _CONSTANT_MODULE = "sglang.srt.disaggregation.utils"
 _CONSTANT_FILE = "srt/disaggregation/utils.py"
 _CONSTANT_NAME = "FAKE_BOOTSTRAP_HOST"
+# The benchmark client module, newest location first.
+BENCH_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
+STATUS_PREFIX = "SGLANG_BENCH_POINT "
+# After a point's deadline the alarm repeats at this interval until the point
+# has unwound, in case code inside bench_serving swallowed the first one.
+_DEADLINE_REPEAT_S = 2.0
+
+
+def fail(message: str, code: int = 2) -> None:
+    sys.stderr.write(f"sglang_bench_client: {message}\n")
+    sys.stderr.flush()
+    sys.exit(code)
 
 
 def find_sglang_root() -> Path:
     """Return the installed sglang package directory, or exit with advice."""
     spec = importlib.util.find_spec("sglang")
     if spec is None or not spec.submodule_search_locations:
-        sys.exit(
-            "sglang_bench_client: the sglang package is not installed for "
+        fail(
+            "the sglang package is not installed for "
             f"{sys.executable}; install sglang (pip install --no-deps "
             "sglang==<version>) into this environment, or run the client with "
             "the interpreter that has it."
@@ -72,26 +136,29 @@ def find_sglang_root() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def read_constant(path: Path, name: str) -> object:
-    """Read a module-level ``NAME = <literal>`` from a Python file, unexecuted."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+def read_constant(path: Path, name: str) -> tuple[bool, object]:
+    """Read a module-level ``NAME = <literal>`` from a Python file, unexecuted.
+
+    Returns ``(found, value)``; a missing file or name is not an error here
+    (0.5.10.post1's bench_serving never reads the constant).
+    """
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except OSError:
+        return False, None
     for node in tree.body:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name) and target.id == name:
-                    return ast.literal_eval(node.value)
+                    return True, ast.literal_eval(node.value)
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)
             and node.target.id == name
             and node.value is not None
         ):
-            return ast.literal_eval(node.value)
-    sys.exit(
-        f"sglang_bench_client: {name} not found in {path}; this SGLang version "
-        "lays out its modules differently. Run python -m sglang.bench_serving "
-        "with the full install instead, or update this shim."
-    )
+            return True, ast.literal_eval(node.value)
+    return False, None
 
 
 def install_shells(root: Path) -> None:
@@ -100,16 +167,256 @@ def install_shells(root: Path) -> None:
         module = types.ModuleType(name)
         module.__path__ = [str(root / rel) if rel else str(root)]
         module.__file__ = None
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        module.__spec__.submodule_search_locations = module.__path__
         sys.modules[name] = module
-    constants = types.ModuleType(_CONSTANT_MODULE)
-    setattr(constants, _CONSTANT_NAME, read_constant(root / _CONSTANT_FILE, _CONSTANT_NAME))
-    sys.modules[_CONSTANT_MODULE] = constants
+    found, value = read_constant(root / _CONSTANT_FILE, _CONSTANT_NAME)
+    if found:
+        constants = types.ModuleType(_CONSTANT_MODULE)
+        setattr(constants, _CONSTANT_NAME, value)
+        sys.modules[_CONSTANT_MODULE] = constants
+
+
+def bench_module_name(root: Path) -> str:
+    """The first of BENCH_MODULES that the installed SGLang has."""
+    for name in BENCH_MODULES:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        except (ImportError, ValueError):  # a parent package missing or unusable
+            continue
+    fail(f"none of {', '.join(BENCH_MODULES)} is in the installed sglang ({root}).")
+    return ""  # not reached
+
+
+def main_block(module: types.ModuleType):
+    """Compile the module's own ``if __name__ == "__main__":`` body, from its real file."""
+    path = getattr(module, "__file__", None)
+    if not path:
+        fail(f"{module.__name__} has no source file to read its command line entry from.")
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
+    for node in tree.body:
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name)
+            and node.test.left.id == "__name__"
+            and len(node.test.comparators) == 1
+            and isinstance(node.test.comparators[0], ast.Constant)
+            and node.test.comparators[0].value == "__main__"
+        ):
+            return compile(ast.Module(body=node.body, type_ignores=[]), path, "exec")
+    fail(f"{path} has no 'if __name__ == \"__main__\":' block; this SGLang lays out its client differently.")
+    return None  # not reached
+
+
+def memoize_loaders(module: types.ModuleType) -> None:
+    """Load each tokenizer once per process instead of once per point.
+
+    ``run_benchmark`` calls the module globals ``get_tokenizer(id)`` (the
+    tokenizer for the dataset and the metrics) and ``check_chat_template(model)``
+    (which loads the same tokenizer again, only to warn); both are pure
+    functions of their string argument, so the first result is reused for the
+    next points. The tokenizer object is not changed by bench_serving; reusing
+    it also lets ``datasets.common.get_available_tokens`` (an lru_cache keyed
+    by the tokenizer) hit instead of rebuilding the vocabulary list.
+    """
+    for name in ("get_tokenizer", "check_chat_template"):
+        original = getattr(module, name, None)
+        if callable(original) and not hasattr(original, "cache_info"):
+            setattr(module, name, functools.lru_cache(maxsize=None)(original))
+
+
+def import_bench(full_sglang: bool):
+    """Import bench_serving once; return ``(module, main block code)``."""
+    root = find_sglang_root()
+    if not full_sglang:
+        install_shells(root)
+    name = bench_module_name(root)
+    module = importlib.import_module(name)
+    return module, main_block(module)
+
+
+class PointDeadline(KeyboardInterrupt):
+    """Raised by SIGALRM when a point passes its deadline.
+
+    A KeyboardInterrupt subclass so that bench_serving's ``except Exception``
+    handlers do not swallow it and asyncio re-raises it out of the event loop
+    (asyncio.run then cancels the point's remaining requests).
+    """
+
+
+def _on_alarm(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise PointDeadline()
+
+
+def run_main(code, module: types.ModuleType, argv: list[str]) -> None:
+    """Run bench_serving's command line entry once, in the imported module.
+
+    Global state between runs, handled here or harmless: ``sys.argv`` is set
+    for each run (the parser reads it; restored by the caller); the module
+    global ``args`` is reassigned by every ``run_benchmark``; ``random`` and
+    ``numpy.random`` are re-seeded from ``--seed`` by every run, so a point
+    draws the same prompts as in a fresh process; ``set_ulimit`` is idempotent;
+    the tokenizer loaders are memoized on purpose (memoize_loaders).
+    """
+    sys.argv = ["bench_serving", *argv]
+    exec(code, module.__dict__)  # noqa: S102 - SGLang's own __main__ block, from its installed file
+
+
+def emit(stream, event: str, **fields) -> None:
+    fields = {"event": event, "pid": os.getpid(), "t": round(time.time(), 6), **fields}
+    stream.write(STATUS_PREFIX + json.dumps(fields, sort_keys=True) + "\n")
+    stream.flush()
+
+
+def new_result(path: str, offset: int):
+    """The last JSON object appended to ``path`` after ``offset``, else None."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    last = None
+    for line in data.splitlines():
+        line = line.strip()
+        if line:
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                last = value
+    return last
+
+
+def run_point(code, module, point: dict) -> dict:
+    """Run one point with its output redirected and its deadline armed."""
+    output_file = point["output_file"]
+    offset = os.path.getsize(output_file) if os.path.exists(output_file) else 0
+    rc, timed_out, error = 0, False, None
+    saved = (os.dup(1), os.dup(2))
+    saved_argv = list(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log_fd = os.open(point["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+    start = time.monotonic()
+    try:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        timeout = point.get("timeout")
+        if timeout:
+            signal.signal(signal.SIGALRM, _on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, float(timeout), _DEADLINE_REPEAT_S)
+        try:
+            run_main(code, module, list(point["argv"]))
+        except PointDeadline:
+            timed_out, rc = True, -int(signal.SIGALRM)
+            error = f"ran past its deadline of {timeout} s"
+            sys.stderr.write(f"sglang_bench_client: point {point.get('id')} {error}; stopped.\n")
+        except SystemExit as exc:  # bench_serving's own sys.exit(...) on errors
+            exit_code = exc.code
+            rc = 0 if exit_code is None else (exit_code if isinstance(exit_code, int) else 1)
+            if not isinstance(exit_code, (int, type(None))):
+                sys.stderr.write(f"{exit_code}\n")
+            error = None if rc == 0 else f"bench_serving exited with {rc}"
+        except BaseException as exc:  # noqa: BLE001 - any error is this point's, not the plan's
+            if type(exc) is KeyboardInterrupt:
+                raise
+            traceback.print_exc()
+            rc, error = 1, f"{type(exc).__name__}: {exc}"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except PointDeadline:  # the repeated alarm landed while unwinding
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        timed_out, rc = True, -int(signal.SIGALRM)
+        error = f"ran past its deadline of {point.get('timeout')} s"
+    finally:
+        sys.argv = saved_argv
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, log_fd):
+            os.close(fd)
+    result = None if timed_out else new_result(output_file, offset)
+    completed = result.get("completed") if result else None
+    ok = (
+        rc == 0
+        and not timed_out
+        and result is not None
+        and isinstance(completed, (int, float))
+        and int(completed) == int(point["num_prompts"])
+    )
+    return {
+        "rc": rc,
+        "timed_out": timed_out,
+        "error": error,
+        "result": result is not None,
+        "completed": completed,
+        "ok": ok,
+        "wall_s": round(time.monotonic() - start, 3),
+    }
+
+
+def load_plan(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            plan = json.load(handle)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read the plan {path}: {exc}")
+    points = plan.get("points") if isinstance(plan, dict) else None
+    if not isinstance(points, list) or not points:
+        fail(f"the plan {path} has no points")
+    for index, point in enumerate(points):
+        keys = ("argv", "output_file", "log", "num_prompts")
+        missing = [k for k in keys if not isinstance(point, dict) or k not in point]
+        if missing:
+            fail(f"point {index} of the plan {path} lacks {', '.join(missing)}")
+    return plan
+
+
+def run_plan(plan: dict, full_sglang: bool) -> int:
+    # Status lines go to the original stdout; each point's own output goes to its log.
+    status = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    start = time.monotonic()
+    module, code = import_bench(full_sglang)
+    memoize_loaders(module)
+    emit(status, "ready", module=module.__name__, file=module.__file__, import_s=round(time.monotonic() - start, 3))
+    stop_on_failure = bool(plan.get("stop_on_failure", False))
+    ran, all_ok, stopped = 0, True, False
+    for index, point in enumerate(plan["points"]):
+        ident = point.get("id", str(index))
+        emit(status, "start", index=index, id=ident)
+        outcome = run_point(code, module, point)
+        ran += 1
+        emit(status, "end", index=index, id=ident, **outcome)
+        if not outcome["ok"]:
+            all_ok = False
+            if stop_on_failure:
+                stopped = index + 1 < len(plan["points"])
+                break
+    emit(status, "done", ran=ran, stopped=stopped, wall_s=round(time.monotonic() - start, 3))
+    status.close()
+    return 0 if all_ok and ran == len(plan["points"]) else 1
 
 
 def main(argv: list[str] | None = None) -> None:
-    install_shells(find_sglang_root())
-    sys.argv = ["bench_serving", *(sys.argv[1:] if argv is None else argv)]
-    runpy.run_module("sglang.bench_serving", run_name="__main__", alter_sys=True)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    full_sglang = False
+    if argv[:1] == ["--full-sglang"]:
+        full_sglang, argv = True, argv[1:]
+    if argv[:1] == ["--plan"]:
+        if len(argv) != 2:
+            fail("usage: sglang_bench_client.py [--full-sglang] --plan PLAN.json")
+        sys.exit(run_plan(load_plan(argv[1]), full_sglang))
+    # One point, as python -m sglang.bench_serving: its output and exit status unchanged.
+    module, code = import_bench(full_sglang)
+    run_main(code, module, argv)
 
 
 if __name__ == "__main__":

@@ -1,49 +1,73 @@
 #!/usr/bin/python
 # Copyright: contributors to this project
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 
 DOCUMENTATION = r"""
 ---
 module: sglang_bench
-short_description: Run one SGLang bench_serving point and return its throughput facts
+short_description: Run one benchmark cell (every concurrency point and repeat) with SGLang's bench_serving
 description:
-  - Runs SGLang's own benchmark client, C(sglang.bench_serving), for one
-    concurrency point (one repeat) against a running SGLang server on the
-    target host, parses the JSONL line it appends to O(output_file), and
-    returns the point's throughput and latency with full provenance under
-    the fact C(sglang_bench).
-  - With O(mode=parse) it runs nothing and parses the last result line of an
-    existing O(output_file) instead.
-  - A point is C(ok) only when bench_serving's C(completed) equals
-    O(num_prompts); otherwise it is C(failed) with class C(incomplete_point)
-    and the counts.
+  - Runs SGLang's own benchmark client, C(bench_serving), for every point of
+    one cell - each repeat (outer) of each concurrency (inner) - against a
+    running SGLang server on the target host, in B(one) client process
+    (tools/sglang_bench_client.py with C(--plan)). bench_serving is imported
+    and the tokenizer loaded once, then bench_serving's own command line
+    entry runs once per point.
+  - Each point appends one JSONL line to its own C(c<C>_r<R>.jsonl) in
+    O(output_dir); the module parses the line each point added and returns
+    every point's throughput and latency, with full provenance, under the
+    fact C(sglang_bench).
+  - With O(mode=parse) it runs nothing and parses the last result line of
+    each point's existing file in O(output_dir) instead.
+  - A point is C(ok) only when bench_serving's C(completed) equals its
+    num_prompts; otherwise it is C(failed) with class C(incomplete_point)
+    and the counts. A complete point that cannot be believed - a mean TTFT of
+    0, retokenized output far below the reported output, more request errors
+    than failed requests, or C([http_server] Error) lines in the server's log
+    (O(server_state)'s C(log)) while it ran - is C(failed) with class
+    C(streamed_error) - real SGLang answers a streamed request that fails
+    validation with HTTP 200 and an error chunk, which bench_serving counts as
+    completed. A point without a result line is C(failed) with
+    C(server_unreachable), C(incomplete_point), C(bench_timeout),
+    C(hf_gated_or_offline) or C(bench_client_failed), classified from its
+    own client output.
   - Provenance - tier, final server argv and env, launch script sha256,
     SGLang/FlashInfer/torch/CUDA versions, C(/server_info), GPU facts from
     nvidia-smi, host, git revision, timestamps and whether the target is the
-    simulator - is collected on the target host.
+    simulator - is collected once on the target host, after the points.
+  - O(ml_env_python) defaults to the first element of O(client_command).
 version_added: "1.0.0"
 author:
   - SGLang lab contributors
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_provenance
+  - sglang_lab_server
 options:
   mode:
     description:
-      - C(run) runs the client; C(parse) only parses O(output_file).
+      - C(run) runs the client; C(parse) only parses the files in O(output_dir).
     type: str
     choices: [run, parse]
     default: run
-  output_file:
+  output_dir:
     description:
-      - bench_serving's JSONL output file on the target host. bench_serving
-        appends; only the line this run adds is parsed in C(run) mode, the
-        last line in C(parse) mode.
+      - Directory on the target host for the cell's files - per point
+        bench_serving's JSONL C(c<C>_r<R>.jsonl) (bench_serving appends; only
+        the line this run adds is parsed in C(run) mode, the last line in
+        C(parse) mode) and its output C(c<C>_r<R>.jsonl.log); the client's
+        plan C(plan.json) and its own output C(client.log). Created when
+        missing.
     type: path
     required: true
   client_command:
     description:
-      - The command that starts the client, before its arguments, for
-        example C([/root/ml-env/bin/python, -m, sglang.bench_serving]) or
-        C([<venv>/bin/python, <dir>/sglang_bench_client.py]).
+      - The command that starts the client loader, before its C(--plan)
+        argument, for example C([<ml-env>/bin/python,
+        <dir>/sglang_bench_client.py]) (no torch; light package shells) or
+        C([<ml-env>/bin/python, <dir>/sglang_bench_client.py, --full-sglang])
+        (the full SGLang install).
       - Required when O(mode=run).
     type: list
     elements: str
@@ -52,35 +76,30 @@ options:
       - Extra environment for the client, for example C(HF_HUB_OFFLINE=1).
     type: dict
     default: {}
-  host:
-    description: Address of the SGLang server.
-    type: str
-    default: 127.0.0.1
-  port:
-    description: Port of the SGLang server.
-    type: int
-    default: 30000
   concurrency:
-    description: Maximum concurrent requests (C(--max-concurrency)).
-    type: int
+    description:
+      - The concurrency points (C(--max-concurrency)), in the order they run
+        within each repeat.
+    type: list
+    elements: int
     required: true
+  repeats:
+    description: How many times the whole list of O(concurrency) points runs (the outer loop).
+    type: int
+    default: 1
   num_prompts:
     description:
-      - Requests sent at this point (C(--num-prompts)). Give this or
+      - Requests sent at every point (C(--num-prompts)). Give this or
         O(num_prompts_multiplier) and O(num_prompts_floor).
     type: int
   num_prompts_multiplier:
     description:
-      - With O(num_prompts_floor), num_prompts is
+      - With O(num_prompts_floor), a point's num_prompts is
         max(multiplier * concurrency, floor) (data/benchmark.yml's rule).
     type: int
   num_prompts_floor:
     description: Smallest num_prompts for the rule above.
     type: int
-  repeat:
-    description: Index of this repeat of the point, from 0.
-    type: int
-    default: 0
   input_len:
     description: Input tokens per request (C(--random-input-len)).
     type: int
@@ -105,13 +124,15 @@ options:
     type: str
     default: inf
   seed:
-    description: C(--seed) for prompt and length sampling.
+    description: C(--seed) for prompt and length sampling, the same for every point.
     type: int
     default: 1
   tokenizer:
     description:
-      - Tokenizer path or Hugging Face id for the client. Required when
-        O(mode=run).
+      - Tokenizer path or Hugging Face id for the client. When omitted, the
+        one the server itself loaded - C(/server_info)'s C(tokenizer_path),
+        else its C(model_path) (the HF id resolved from the local cache on a
+        GPU node, the generated tokenizer folder on the simulator).
     type: str
   model:
     description:
@@ -123,101 +144,94 @@ options:
     type: str
   output_details:
     description:
-      - Add C(--output-details) so per-request errors are kept; the point
+      - Add C(--output-details) so per-request errors are kept; a point
         then carries the most common error messages.
     type: bool
     default: false
   client_warmup_requests:
-    description: bench_serving's own C(--warmup-requests) (its default is 1).
+    description: bench_serving's own C(--warmup-requests) before each point (its default is 1).
     type: int
   extra_args:
-    description: More client arguments, appended last.
+    description: More bench_serving arguments for every point, appended last.
     type: list
     elements: str
     default: []
-  timeout:
+  point_timeout:
     description:
-      - Seconds the client may run; then its process group is killed and
-        the point fails with class C(bench_timeout).
+      - Seconds one point may run - a deadline inside the client process
+        (SIGALRM). A point past it is stopped and fails with class
+        C(bench_timeout); the next point runs in the same process unless
+        O(stop_on_failure).
     type: int
     default: 7200
+  timeout:
+    description:
+      - Seconds the whole client process may run; then its process group is
+        killed, the point it was running fails with class C(bench_timeout)
+        and points it had not started do not run. Default - the number of
+        points times O(point_timeout), plus 300 for the client's start.
+    type: int
+  stop_on_failure:
+    description:
+      - End the cell at the first point that is not C(ok); the remaining
+        points do not run (RV(not_run)). With C(false) every point runs; a
+        client process that dies is started again for the points it did not
+        start.
+    type: bool
+    default: true
   fail_on_incomplete:
     description:
-      - Fail the task when the point is not C(ok). With C(false) the task
-        succeeds and the point's C(status) and C(failure) tell.
+      - Fail the task when a point is not C(ok). With C(false) the task
+        succeeds and each point's C(status) and C(failure) tell.
     type: bool
     default: true
   tier:
     description: Tier id recorded in the provenance.
     type: str
-  server_state:
-    description: The lifecycle's C(server.json) (pid, script, started_at).
-    type: path
-  launch_script:
-    description: The launch script; its sha256 is recorded.
-    type: path
-  launch_argv:
-    description: Final server argv as rendered; else read from /proc.
-    type: list
-    elements: str
-  launch_env:
-    description: Server environment as rendered; secret-looking names are redacted.
-    type: dict
-  facts_file:
-    description: Local facts file with installed versions (JSON).
-    type: path
-    default: /etc/ansible/facts.d/sglang_lab.fact
-  ml_env_python:
-    description:
-      - Interpreter of the ml-env, asked for versions through
-        importlib.metadata when the facts file lacks them. Defaults to the
-        first element of O(client_command).
-    type: path
-  git_revision:
-    description: The project's git revision on the controller.
-    type: str
-  collect_provenance:
-    description: Collect provenance (server_info, versions, GPU, launch).
-    type: bool
-    default: true
 attributes:
   check_mode:
     support: full
-    description: Returns the command it would run and runs nothing.
-  diff_mode:
-    support: none
+    details: Returns the plan and the command it would run; runs nothing and writes nothing.
   idempotent:
     support: none
-    description: Every run sends load to the server and appends to O(output_file).
+    details: Every run sends load to the server and appends to the files in O(output_dir).
 notes:
-  - The client must exist on the target host; role sglang_bench copies
-    tools/sglang_bench_client.py there for hosts without torch.
+  - The client loader must exist on the target host; role sglang_bench copies
+    tools/sglang_bench_client.py there.
+  - Run the task with C(async) on a remote host so a long cell does not
+    depend on one SSH session; role sglang_bench derives the async budget
+    from the number of points and O(point_timeout).
 seealso:
   - module: sglang_ledger_append
   - module: sglang_warmup
 """
 
 EXAMPLES = r"""
-- name: Benchmark concurrency 256 against the local server
+- name: Benchmark concurrency 1, 10, 256 and 1024 in one client process
   sglang_bench:
-    client_command: [/root/ml-env/bin/python, -m, sglang.bench_serving]
+    client_command: [/root/ml-env/bin/python, /var/lib/sglang-lab/results/client/sglang_bench_client.py, --full-sglang]
     client_env:
       HF_HUB_OFFLINE: "1"
     port: 8000
-    concurrency: 256
-    num_prompts: 512
+    concurrency: [1, 10, 256, 1024]
+    repeats: 1
+    num_prompts_multiplier: 2
+    num_prompts_floor: 10
     input_len: 1024
     output_len: 1024
     tokenizer: lukealonso/GLM-5-NVFP4
-    output_file: /var/lib/sglang-lab/results/raw/run1/c256_r0.jsonl
+    output_dir: /var/lib/sglang-lab/results/raw/run1
+    point_timeout: 7200
     tier: baseline
     fail_on_incomplete: false
+  async: 29700
+  poll: 10
 
-- name: Parse a result file written earlier
+- name: Parse the files of a cell written earlier
   sglang_bench:
     mode: parse
-    output_file: /tmp/bench.jsonl
-    concurrency: 10
+    output_dir: /var/lib/sglang-lab/results/raw/run1
+    concurrency: [10]
     num_prompts: 20
     input_len: 1024
     output_len: 1024
@@ -231,39 +245,51 @@ ansible_facts:
   type: dict
   contains:
     sglang_bench:
-      description: The point, its provenance and the client command.
+      description: The points, their provenance, the plan and the client command.
       type: dict
       returned: always
       contains:
-        point:
+        points:
           description:
-            - The point; null in check mode for O(mode=run). Keys follow
+            - One entry per point that ran, in plan order (repeats outer,
+              concurrency inner); empty in check mode. Keys follow
               bench_serving's JSONL (see docs/ledger.md) - C(output_throughput)
               and C(total_throughput) (tok/s), C(request_throughput) (req/s),
               C(mean/median/p99_ttft_ms), C(..._tpot_ms), C(..._itl_ms),
               C(..._e2e_latency_ms), C(duration) (s) - plus C(concurrency),
               C(repeat), C(num_prompts), C(completed), C(failed)
               (num_prompts - completed), C(status) (ok or failed), C(failure),
-              C(started_at), C(ended_at), C(command).
-          type: dict
+              C(started_at), C(ended_at), C(wall_s), C(output_file),
+              C(client_log), C(command) (the equivalent single-point client
+              command line).
+          type: list
+          elements: dict
           returned: always
           sample:
-            concurrency: 1024
-            repeat: 0
-            num_prompts: 2048
-            completed: 2048
-            failed: 0
-            status: ok
-            output_throughput: 1520.55
-            total_throughput: 3028.87
-            mean_tpot_ms: 523.0
+            - concurrency: 1024
+              repeat: 0
+              num_prompts: 2048
+              completed: 2048
+              failed: 0
+              status: ok
+              output_throughput: 1520.55
+              total_throughput: 3028.87
+              mean_tpot_ms: 523.0
         provenance:
           description:
-            - Where the number came from - tier, hostname, server_info,
+            - Where the numbers came from - tier, hostname, server_info,
               target_is_simulator, model, launch (script, script_sha256, argv,
               env), versions, gpu, git_revision, client, collected_at, and the
-              reasons for anything null.
+              reasons for anything null. Null in check mode.
           type: dict
+          returned: always
+        plan:
+          description:
+            - The planned points - C(id) (C(c<C>_r<R>)), C(concurrency),
+              C(repeat), C(num_prompts), C(output_file), C(log) and, in
+              C(run) mode, C(argv) (bench_serving's arguments).
+          type: list
+          elements: dict
           returned: always
         command:
           description: The client command line (run) or null (parse).
@@ -273,41 +299,65 @@ ansible_facts:
           description: Whether the module ran in check mode.
           type: bool
           returned: always
-point:
-  description: Same as RV(ansible_facts.sglang_bench.point), also returned when the task fails.
+points:
+  description: Same as RV(ansible_facts.sglang_bench.points), also returned when the task fails.
   returned: always
-  type: dict
+  type: list
+  elements: dict
 cmd:
-  description: The client command line.
+  description: The client command line of the first client process.
   returned: when O(mode=run)
   type: list
+client_runs:
+  description:
+    - One entry per client process started - C(pid), C(bench_module) (the
+      bench_serving module it imported), C(rc), C(timed_out), C(log),
+      C(command) and C(points) (the ids of the points it ran). One entry
+      unless a client died and O(stop_on_failure=false) restarted it.
+  returned: when the client ran
+  type: list
+  elements: dict
+not_run:
+  description: Ids of planned points that did not run (after a failed point, or when the time was used up).
+  returned: when the client ran
+  type: list
+  elements: str
 output_tail:
-  description: Last lines of the client's output.
+  description: Last lines of the client process's own output (its per-point output is in each point's C(client_log)).
   returned: when the client ran
   type: str
 client_rc:
   description:
-    - Exit status of the client (not C(rc), which Ansible would read as the
-      task's own failure; the point's C(status) says whether it failed).
+    - Exit status of the last client process (not C(rc), which Ansible would
+      read as the task's own failure; the points' C(status) say what failed).
   returned: when the client ran
   type: int
 """
 
+import json
 import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_bench_results import (
-    PROVENANCE_ARGUMENT_SPEC,
+from ansible.module_utils.sglang_bench_points import (
     build_client_argv,
-    collect_provenance,
+    default_timeout,
     num_prompts_for,
+    plan_points,
     point_from_result,
     read_new_results,
-    run_point,
+    run_plan,
     tail,
 )
 from ansible.module_utils.sglang_ledger import POINT_OK
+from ansible.module_utils.sglang_provenance import (
+    PROVENANCE_ARGUMENT_SPEC,
+    collect_provenance,
+    fetch_server_info,
+)
+
+PLAN_NAME = "plan.json"
+CLIENT_LOG_NAME = "client.log"
 
 
 def _provenance(module, client):
@@ -338,19 +388,99 @@ def _provenance(module, client):
     )
 
 
+def _validate(module):
+    p = module.params
+    if p["num_prompts_multiplier"] is not None:
+        try:
+            num_prompts_for(1, p["num_prompts_multiplier"], p["num_prompts_floor"])
+        except ValueError as exc:
+            module.fail_json(
+                msg=f"sglang_bench: {exc}; fix num_prompts in data/benchmark.yml or "
+                "sglang_bench_num_prompts_multiplier/_floor."
+            )
+    if not p["concurrency"]:
+        module.fail_json(msg="sglang_bench: concurrency must list at least one point.")
+    for value in p["concurrency"]:
+        if value < 1:
+            module.fail_json(
+                msg=f"sglang_bench: concurrency must be >= 1, got {value}; fix the value passed "
+                "to the module (role variable sglang_bench_concurrency or data/benchmark.yml)."
+            )
+    for name in ("repeats", "num_prompts", "input_len", "output_len", "point_timeout", "timeout"):
+        if p[name] is not None and p[name] < 1:
+            module.fail_json(
+                msg=f"sglang_bench: {name} must be >= 1, got {p[name]}; fix the value passed "
+                f"to the module (role variable sglang_bench_{name} or data/benchmark.yml)."
+            )
+    if not 0.0 <= p["range_ratio"] <= 1.0:
+        module.fail_json(msg="sglang_bench: range_ratio must be within [0, 1], got {}.".format(p["range_ratio"]))
+
+
+def _parse(module, specs):
+    points, missing = [], []
+    for spec in specs:
+        results = read_new_results(spec["output_file"], 0)
+        if not results:
+            missing.append(spec["output_file"])
+            continue
+        point = point_from_result(results[-1], spec["concurrency"], spec["repeat"], spec["num_prompts"])
+        point["output_file"] = spec["output_file"]
+        points.append(point)
+    if missing:
+        module.fail_json(
+            msg="sglang_bench: no bench_serving result line in {}; run the benchmark first or point "
+            "output_dir at the cell's directory.".format(", ".join(missing))
+        )
+    facts = {
+        "points": points,
+        "provenance": _provenance(module, {"mode": "parse"}),
+        "plan": specs,
+        "command": None,
+        "check_mode": module.check_mode,
+    }
+    module.exit_json(changed=False, points=points, ansible_facts={"sglang_bench": facts})
+
+
+def _server_log(server_state):
+    """The running server's log (server.json ``log``), read for its [http_server] Error lines."""
+    try:
+        with open(server_state) as handle:
+            return json.load(handle).get("log") or None
+    except (OSError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _server_tokenizer(module):
+    """The tokenizer the server loaded (/server_info tokenizer_path, else model_path)."""
+    p = module.params
+    info, reason = fetch_server_info(p["host"], p["port"])
+    tokenizer = (info or {}).get("tokenizer_path") or (info or {}).get("model_path")
+    if tokenizer:
+        return tokenizer
+    if module.check_mode:
+        return "<tokenizer from /server_info>"
+    module.fail_json(
+        msg="sglang_bench: no tokenizer for the benchmark client: tokenizer is not set and "
+        "http://{}:{}/server_info gave none ({}). Start the server first, or set "
+        "sglang_bench_tokenizer to the model path (GPU node) or the tokenizer folder "
+        "(simulator).".format(p["host"], p["port"], reason or "no tokenizer_path or model_path"),
+        failure_class="server_unreachable",
+    )
+
+
 def main():
     argument_spec = dict(
         mode=dict(type="str", choices=["run", "parse"], default="run"),
-        output_file=dict(type="path", required=True),
+        output_dir=dict(type="path", required=True),
         client_command=dict(type="list", elements="str"),
         client_env=dict(type="dict", default={}),
         host=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", default=30000),
-        concurrency=dict(type="int", required=True),
+        concurrency=dict(type="list", elements="int", required=True),
+        repeats=dict(type="int", default=1),
         num_prompts=dict(type="int"),
         num_prompts_multiplier=dict(type="int"),
         num_prompts_floor=dict(type="int"),
-        repeat=dict(type="int", default=0),
         input_len=dict(type="int", required=True),
         output_len=dict(type="int", required=True),
         range_ratio=dict(type="float", default=1.0),
@@ -364,135 +494,135 @@ def main():
         output_details=dict(type="bool", default=False),
         client_warmup_requests=dict(type="int"),
         extra_args=dict(type="list", elements="str", default=[]),
-        timeout=dict(type="int", default=7200),
+        point_timeout=dict(type="int", default=7200),
+        timeout=dict(type="int"),
+        stop_on_failure=dict(type="bool", default=True),
         fail_on_incomplete=dict(type="bool", default=True),
         tier=dict(type="str"),
     )
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(
         argument_spec=argument_spec,
-        required_if=[("mode", "run", ("client_command", "tokenizer"))],
+        required_if=[("mode", "run", ("client_command",))],
         required_one_of=[("num_prompts", "num_prompts_multiplier")],
         mutually_exclusive=[("num_prompts", "num_prompts_multiplier")],
         required_together=[("num_prompts_multiplier", "num_prompts_floor")],
         supports_check_mode=True,
     )
     p = module.params
-    if p["num_prompts"] is None:
-        try:
-            p["num_prompts"] = num_prompts_for(p["concurrency"], p["num_prompts_multiplier"], p["num_prompts_floor"])
-        except ValueError as exc:
-            module.fail_json(
-                msg=f"sglang_bench: {exc}; fix num_prompts in data/benchmark.yml or "
-                "sglang_bench_num_prompts_multiplier/_floor."
-            )
-    for name in ("concurrency", "num_prompts", "input_len", "output_len", "timeout"):
-        if p[name] < 1:
-            module.fail_json(
-                msg=f"sglang_bench: {name} must be >= 1, got {p[name]}; fix the value passed "
-                f"to the module (role variable sglang_bench_{name} or data/benchmark.yml)."
-            )
-    if not 0.0 <= p["range_ratio"] <= 1.0:
-        module.fail_json(msg="sglang_bench: range_ratio must be within [0, 1], got {}.".format(p["range_ratio"]))
+    _validate(module)
+    output_dir = p["output_dir"]
+    specs = plan_points(
+        p["concurrency"],
+        p["repeats"],
+        output_dir,
+        num_prompts=p["num_prompts"],
+        multiplier=p["num_prompts_multiplier"],
+        floor=p["num_prompts_floor"],
+    )
 
     if p["mode"] == "parse":
-        results = read_new_results(p["output_file"], 0)
-        if not results:
-            module.fail_json(
-                msg="sglang_bench: no bench_serving result line in {}; run the "
-                "benchmark first or point output_file at its JSONL.".format(p["output_file"])
-            )
-        point = point_from_result(results[-1], p["concurrency"], p["repeat"], p["num_prompts"])
-        point["output_file"] = p["output_file"]
-        facts = {
-            "point": point,
-            "provenance": _provenance(module, {"mode": "parse"}),
-            "command": None,
-            "check_mode": module.check_mode,
-        }
-        module.exit_json(changed=False, point=point, ansible_facts={"sglang_bench": facts})
+        _parse(module, specs)
+
+    if not p["tokenizer"]:
+        p["tokenizer"] = _server_tokenizer(module)
 
     try:
-        argv = build_client_argv(
-            p["client_command"],
-            host=p["host"],
-            port=p["port"],
-            concurrency=p["concurrency"],
-            num_prompts=p["num_prompts"],
-            input_len=p["input_len"],
-            output_len=p["output_len"],
-            output_file=p["output_file"],
-            tokenizer=p["tokenizer"],
-            dataset_name=p["dataset_name"],
-            dataset_path=p["dataset_path"],
-            range_ratio=p["range_ratio"],
-            request_rate=p["request_rate"],
-            seed=p["seed"],
-            model=p["model"],
-            served_model_name=p["served_model_name"],
-            output_details=p["output_details"],
-            warmup_requests=p["client_warmup_requests"],
-            extra_args=p["extra_args"],
-        )
+        for spec in specs:
+            spec["argv"] = build_client_argv(
+                [],
+                host=p["host"],
+                port=p["port"],
+                concurrency=spec["concurrency"],
+                num_prompts=spec["num_prompts"],
+                input_len=p["input_len"],
+                output_len=p["output_len"],
+                output_file=spec["output_file"],
+                tokenizer=p["tokenizer"],
+                dataset_name=p["dataset_name"],
+                dataset_path=p["dataset_path"],
+                range_ratio=p["range_ratio"],
+                request_rate=p["request_rate"],
+                seed=p["seed"],
+                model=p["model"],
+                served_model_name=p["served_model_name"],
+                output_details=p["output_details"],
+                warmup_requests=p["client_warmup_requests"],
+                extra_args=p["extra_args"],
+            )
     except ValueError as exc:
         module.fail_json(
             msg="sglang_bench: request_rate {!r} is not 'inf' or a number ({}).".format(p["request_rate"], exc)
         )
+    plan_path = os.path.join(output_dir, PLAN_NAME)
+    log_path = os.path.join(output_dir, CLIENT_LOG_NAME)
+    command = list(p["client_command"]) + ["--plan", plan_path]
+    timeout = p["timeout"] or default_timeout(len(specs), p["point_timeout"])
     client = {"command_prefix": list(p["client_command"]), "env": dict(p["client_env"])}
 
     if module.check_mode:
-        facts = {"point": None, "provenance": None, "command": argv, "check_mode": True}
+        facts = {"points": [], "provenance": None, "plan": specs, "command": command, "check_mode": True}
         module.exit_json(
             changed=True,
-            cmd=argv,
-            point=None,
-            msg="check mode: would run {}".format(" ".join(argv)),
+            cmd=command,
+            points=[],
+            msg="check mode: would run {} points in one client process: {}".format(len(specs), " ".join(command)),
             ansible_facts={"sglang_bench": facts},
         )
 
-    directory = os.path.dirname(p["output_file"])
-    if directory and not os.path.isdir(directory):
+    if not os.path.isdir(output_dir):
         try:
-            os.makedirs(directory, 0o750)
+            os.makedirs(output_dir, 0o750)
         except OSError as exc:
-            module.fail_json(msg=f"sglang_bench: cannot create {directory} for the output file: {exc}")
+            module.fail_json(msg=f"sglang_bench: cannot create {output_dir} for the output files: {exc}")
     try:
-        point, outcome = run_point(
-            argv,
-            p["output_file"],
-            p["concurrency"],
-            p["repeat"],
-            p["num_prompts"],
+        points, outcome = run_plan(
+            p["client_command"],
+            specs,
+            plan_path,
+            log_path,
             env=p["client_env"],
-            timeout=p["timeout"],
-            log_path=p["output_file"] + ".log",
+            point_timeout=p["point_timeout"],
+            timeout=timeout,
+            stop_on_failure=p["stop_on_failure"],
+            server_log=_server_log(p["server_state"]),
         )
     except OSError as exc:
         module.fail_json(
-            msg=f"sglang_bench: cannot start the client {argv[0]!r}: {exc}; check client_command "
+            msg=f"sglang_bench: cannot start the client {command[0]!r}: {exc}; check client_command "
             "(role variable sglang_bench_client).",
-            cmd=argv,
+            cmd=command,
         )
     facts = {
-        "point": point,
+        "points": points,
         "provenance": _provenance(module, client),
-        "command": argv,
+        "plan": specs,
+        "command": command,
         "check_mode": False,
     }
     result = dict(
         changed=True,
-        cmd=argv,
+        cmd=command,
         client_rc=outcome["rc"],
-        point=point,
+        client_runs=outcome["runs"],
+        not_run=outcome["not_run"],
+        points=points,
         output_tail=tail(outcome["output"], 3000),
         ansible_facts={"sglang_bench": facts},
     )
-    if point["status"] != POINT_OK and p["fail_on_incomplete"]:
+    failed = [point for point in points if point["status"] != POINT_OK]
+    if failed and p["fail_on_incomplete"]:
         module.fail_json(
-            msg=(
-                f"sglang_bench: concurrency {p['concurrency']} failed "
-                f"({point['failure']['class']}): {point['failure']['message']}. "
-                f"Client log: {outcome['log']}"
+            msg="sglang_bench: {} of {} point(s) failed: {}. Client output: {}".format(
+                len(failed),
+                len(points),
+                "; ".join(
+                    "concurrency {} repeat {} ({}): {}".format(
+                        point["concurrency"], point["repeat"], point["failure"]["class"], point["failure"]["message"]
+                    )
+                    for point in failed
+                ),
+                ", ".join(point.get("client_log") or log_path for point in failed),
             ),
             **result,
         )

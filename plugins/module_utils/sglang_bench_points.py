@@ -1,0 +1,752 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark points for module sglang_bench: the client's command line, the
+plan of one cell, running it in one client process, parsing its result lines
+and classifying failed points.
+
+The client is tools/sglang_bench_client.py (SGLang's real bench_serving,
+loaded once); its plan and status-line protocol are described there. The
+provenance of a record is sglang_provenance.py. Standard library only: this
+code runs on the target host. Key names follow SGLang's bench_serving JSONL
+(docs/ledger.md). Pure functions, except those that read files or run the
+client, each documented as such.
+"""
+
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_ledger import POINT_FAILED, POINT_OK, to_json_safe
+except ImportError:  # pytest and tools put module_utils on sys.path.
+    from sglang_ledger import POINT_FAILED, POINT_OK, to_json_safe
+
+
+# Result keys copied from a bench_serving JSONL line into a ledger point,
+# unchanged in name and unit (ms, tok/s, req/s, s).
+METRIC_KEYS = (
+    "duration",
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "total_output_tokens_retokenized",
+    "request_throughput",
+    "input_throughput",
+    "output_throughput",
+    "total_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "std_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "std_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "std_itl_ms",
+    "p95_itl_ms",
+    "p99_itl_ms",
+    "mean_e2e_latency_ms",
+    "median_e2e_latency_ms",
+    "std_e2e_latency_ms",
+    "p90_e2e_latency_ms",
+    "p99_e2e_latency_ms",
+    "accept_length",
+)
+# bench_serving's "concurrency" is the measured mean number of requests in
+# flight; the ledger's point "concurrency" is the --max-concurrency asked for.
+RENAMED_KEYS = {"concurrency": "measured_concurrency"}
+# Arguments bench_serving echoes into its result line.
+ECHO_KEYS = (
+    "backend",
+    "dataset_name",
+    "request_rate",
+    "max_concurrency",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+    "tag",
+)
+
+# Client output that says why bench_serving failed, most specific first.
+_CLIENT_FAILURES = (
+    (
+        "server_unreachable",
+        re.compile(
+            r"Server at \S+ is not ready|Failed to fetch model from|"
+            r"Cannot connect to host|Connection refused|Connection reset by peer|"
+            r"Connection aborted|RemoteDisconnected|Server disconnected"
+        ),
+    ),
+    (
+        "hf_gated_or_offline",
+        re.compile(
+            r"LocalEntryNotFoundError|offline mode is enabled|HF_HUB_OFFLINE|"
+            r"couldn't connect to 'https://huggingface.co'|GatedRepoError|"
+            r"is not a local folder and is not a valid model identifier"
+        ),
+    ),
+    (
+        "incomplete_point",
+        re.compile(r"name 'result' is not defined|Error running benchmark for request rate"),
+    ),
+)
+
+
+def num_prompts_for(concurrency, multiplier, floor):
+    """Prompts for one point: max(multiplier * concurrency, floor)."""
+    if concurrency < 1 or multiplier < 1 or floor < 1:
+        raise ValueError(
+            f"concurrency, multiplier and floor must be >= 1, got {concurrency!r}, {multiplier!r}, {floor!r}"
+        )
+    return max(int(multiplier) * int(concurrency), int(floor))
+
+
+def format_request_rate(value):
+    """Spell a request rate for the bench_serving command line ("inf" or a number)."""
+    if value is None:
+        return "inf"
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("inf", "infinity", "+inf"):
+            return "inf"
+        float(text)  # ValueError for anything that is not a number
+        return text
+    if value == float("inf"):
+        return "inf"
+    return repr(float(value))
+
+
+def build_client_argv(
+    client_command,
+    host,
+    port,
+    concurrency,
+    num_prompts,
+    input_len,
+    output_len,
+    output_file,
+    tokenizer,
+    dataset_name="random",
+    dataset_path=None,
+    range_ratio=1.0,
+    request_rate="inf",
+    seed=1,
+    model=None,
+    served_model_name=None,
+    output_details=False,
+    warmup_requests=None,
+    tag=None,
+    extra_args=None,
+):
+    """Return the full bench_serving command line for one point."""
+    argv = list(client_command) + [
+        "--backend",
+        "sglang",
+        "--host",
+        str(host),
+        "--port",
+        str(port),
+        "--dataset-name",
+        str(dataset_name),
+    ]
+    if dataset_path:
+        argv += ["--dataset-path", str(dataset_path)]
+    argv += [
+        "--random-input-len",
+        str(int(input_len)),
+        "--random-output-len",
+        str(int(output_len)),
+        "--random-range-ratio",
+        str(float(range_ratio)),
+        "--num-prompts",
+        str(int(num_prompts)),
+        "--max-concurrency",
+        str(int(concurrency)),
+        "--request-rate",
+        format_request_rate(request_rate),
+        "--seed",
+        str(int(seed)),
+        "--tokenizer",
+        str(tokenizer),
+        "--model",
+        str(model or tokenizer),
+    ]
+    if served_model_name:
+        argv += ["--served-model-name", str(served_model_name)]
+    if warmup_requests is not None:
+        argv += ["--warmup-requests", str(int(warmup_requests))]
+    if tag:
+        argv += ["--tag", str(tag)]
+    argv += ["--output-file", str(output_file), "--disable-tqdm"]
+    if output_details:
+        argv.append("--output-details")
+    argv += [str(a) for a in (extra_args or [])]
+    return argv
+
+
+def parse_result_lines(text):
+    """Parse bench_serving JSONL text; return the list of objects.
+
+    json.loads accepts the ``Infinity`` that bench_serving writes for
+    ``--request-rate inf``; callers pass results through to_json_safe before
+    they leave as strict JSON.
+    """
+    results = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        value = json.loads(line)
+        if isinstance(value, dict):
+            results.append(value)
+    return results
+
+
+def read_new_results(path, offset=0):
+    """Return the result objects bench_serving appended to ``path`` after ``offset``.
+
+    bench_serving opens its output file in append mode, so a reused file holds
+    older lines; only the bytes written by this run are parsed.
+    """
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except OSError:
+        return []
+    return parse_result_lines(data.decode("utf-8", errors="replace"))
+
+
+def summarize_errors(errors, limit=5, width=300):
+    """Count request errors by message, digits ignored; return [{error, count}].
+
+    Messages that differ only in numbers ("The input (73 tokens) ...") count
+    as one; ``error`` is the first example. Beyond ``limit`` groups the rest
+    are summed under "(other errors)", so the counts always add up to the
+    number of failed requests that reported an error.
+    """
+    groups = {}
+    for error in errors or []:
+        if not error:
+            continue
+        text = str(error).strip()[:width]
+        key = re.sub(r"\d+", "N", text)
+        if key not in groups:
+            groups[key] = {"error": text, "count": 0}
+        groups[key]["count"] += 1
+    ranked = sorted(groups.values(), key=lambda item: (-item["count"], item["error"]))
+    summary = ranked[:limit]
+    rest = sum(item["count"] for item in ranked[limit:])
+    if rest:
+        summary.append({"error": "(other errors)", "count": rest})
+    return summary
+
+
+# A point that cannot lie. A streamed /generate that fails validation answers HTTP 200, an
+# error chunk and [DONE]; bench_serving counts it as completed (recorded on real SGLang 0.5.17:
+# tests/fixtures/real-sglang/probe-0.5.17-h200-tp1-lying-point/ - 8 of 8 failed, reported as 8
+# successful at 12x the real output tok/s, TTFT 0, 0 retokenized tokens, no errors). Any of
+# these signals fails an otherwise complete point with class streamed_error:
+#   - a mean TTFT of 0 ms over completed requests (no first token ever arrived);
+#   - the client's retokenized output below RETOKENIZED_FLOOR of the output it reports;
+#   - more request errors (--output-details) than failed requests;
+#   - "[http_server] Error" lines in the server's log while the point ran.
+RETOKENIZED_FLOOR = 0.5
+SERVER_ERROR_RE = re.compile(r"\[http_server\] Error: ?(.*)")
+LOG_TIME_RE = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+
+
+def lying_signals(result, num_prompts, server_errors=()):
+    """Why a result that bench_serving calls complete is not to be believed (empty: believe it)."""
+    signals = []
+    completed = result.get("completed") or 0
+    if not completed:
+        return signals
+    ttft = result.get("mean_ttft_ms")
+    if isinstance(ttft, (int, float)) and ttft <= 0:
+        signals.append(f"mean TTFT is {ttft} ms over {completed} completed requests (no first token arrived)")
+    reported = result.get("total_output_tokens")
+    retokenized = result.get("total_output_tokens_retokenized")
+    if isinstance(reported, (int, float)) and isinstance(retokenized, (int, float)) and reported > 0:
+        if retokenized < RETOKENIZED_FLOOR * reported:
+            signals.append(
+                f"the client retokenized {int(retokenized)} output tokens of the {int(reported)} reported"
+            )
+    errors = [e for e in result.get("errors") or [] if e]
+    if len(errors) > max(0, int(num_prompts) - int(completed)):
+        signals.append(f"{len(errors)} request error(s) for {int(num_prompts) - int(completed)} failed request(s)")
+    if server_errors:
+        signals.append(
+            f"{len(server_errors)} '[http_server] Error' line(s) in the server log during the point, "
+            f"first: {server_errors[0][:200]}"
+        )
+    return signals
+
+
+def server_errors_by_window(log_text, windows):
+    """``[http_server] Error`` lines of ``log_text`` per point window (id -> [message]).
+
+    ``windows``: id -> (start, end) as epoch seconds; a line belongs to a window when its
+    timestamp (SGLang logs whole seconds, local time) falls within it, one second of slack
+    each side. Lines without a timestamp belong to every window (a single-point cell).
+    """
+    found = dict((key, []) for key in windows)
+    for line in (log_text or "").splitlines():
+        match = SERVER_ERROR_RE.search(line)
+        if not match:
+            continue
+        stamp = LOG_TIME_RE.match(line)
+        when = None
+        if stamp:
+            try:
+                when = datetime.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+            except ValueError:
+                when = None
+        for key, (start, end) in windows.items():
+            if when is None or (start is not None and end is not None and start - 1 <= when <= end + 1):
+                found[key].append(match.group(1).strip())
+    return found
+
+
+def point_from_result(result, concurrency, repeat, num_prompts, server_errors=()):
+    """Build a ledger point from one bench_serving result object.
+
+    The point is "ok" only when ``completed == num_prompts``; otherwise it
+    is "failed" with class incomplete_point and the counts in its message.
+    """
+    point = {
+        "concurrency": int(concurrency),
+        "repeat": int(repeat),
+        "num_prompts": int(num_prompts),
+    }
+    for key in METRIC_KEYS:
+        point[key] = result.get(key)
+    for source, target in RENAMED_KEYS.items():
+        point[target] = result.get(source)
+    point["client_echo"] = dict((key, result.get(key)) for key in ECHO_KEYS if key in result)
+    completed = result.get("completed")
+    completed = int(completed) if isinstance(completed, (int, float)) else 0
+    point["completed"] = completed
+    point["failed"] = int(num_prompts) - completed
+    if "errors" in result:
+        point["errors"] = summarize_errors(result.get("errors"))
+    signals = lying_signals(result, num_prompts, server_errors) if completed == int(num_prompts) else []
+    if completed == int(num_prompts) and not signals:
+        point["status"] = POINT_OK
+        point["failure"] = None
+    elif signals:
+        point["status"] = POINT_FAILED
+        point["failure"] = {
+            "class": "streamed_error",
+            "step": "benchmark",
+            "message": (
+                f"bench_serving counted {completed} of {int(num_prompts)} requests as completed at concurrency "
+                f"{int(concurrency)}, but " + "; ".join(signals)
+                + " - the server answered errors inside HTTP 200 streams"
+            ),
+            "signals": signals,
+        }
+    else:
+        point["status"] = POINT_FAILED
+        point["failure"] = {
+            "class": "incomplete_point",
+            "step": "benchmark",
+            "message": (
+                f"completed {completed} of {int(num_prompts)} requests "
+                f"({point['failed']} failed) at concurrency {int(concurrency)}"
+            ),
+        }
+    return to_json_safe(point)
+
+
+def failed_point(concurrency, repeat, num_prompts, failure_class, message):
+    """Build a failed point for a run that produced no result line.
+
+    Without a result line the number of completed requests is unknown, so
+    ``completed`` and ``failed`` are null (not a guessed 0).
+    """
+    return {
+        "concurrency": int(concurrency),
+        "repeat": int(repeat),
+        "num_prompts": int(num_prompts),
+        "status": POINT_FAILED,
+        "completed": None,
+        "failed": None,
+        "failure": {
+            "class": failure_class,
+            "step": "benchmark",
+            "message": f"{message}; no result line, so the completed count is unknown",
+        },
+    }
+
+
+def classify_client_failure(returncode, output, timed_out=False, timeout_reason=None):
+    """Return ``(class, reason)`` for a bench_serving run without a result line.
+
+    ``timeout_reason`` words a timeout (the per-point deadline inside the
+    client, or the client process's overall limit); the class is the same.
+    """
+    if timed_out:
+        return "bench_timeout", timeout_reason or "bench_serving ran past its time limit and was killed"
+    for failure_class, pattern in _CLIENT_FAILURES:
+        match = pattern.search(output or "")
+        if match:
+            if failure_class == "incomplete_point":
+                return failure_class, "every request failed; bench_serving wrote no result"
+            return failure_class, f"bench_serving output: {match.group(0)}"
+    return "bench_client_failed", f"bench_serving exited with {returncode} and wrote no result"
+
+
+def tail(text, limit=4000):
+    """Return the last ``limit`` characters of ``text``."""
+    text = text or ""
+    return text[-limit:]
+
+
+def run_client(argv, env=None, timeout=None, log_path=None, cwd=None):
+    """Run the benchmark client process (side effect); return its outcome.
+
+    The client runs in its own session so a timeout kills its whole process
+    group. Its stdout and stderr go to ``log_path`` (kept beside the JSONL
+    files), whose text is returned. Returns ``{"rc", "timed_out", "output",
+    "log"}``.
+    """
+    full_env = dict(os.environ)
+    full_env.update(dict((str(k), str(v)) for k, v in (env or {}).items()))
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    log_path = log_path or os.devnull
+    timed_out = False
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            rc = proc.returncode
+    output = ""
+    if log_path != os.devnull:
+        with open(log_path, "rb") as handle:
+            output = handle.read().decode("utf-8", errors="replace")
+    return {"rc": rc, "timed_out": timed_out, "output": output, "log": log_path}
+
+
+def _kill_group(proc, grace=10.0):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# ------------------------------------------------------------------ one cell
+# The prefix of the client's status lines (tools/sglang_bench_client.py).
+STATUS_PREFIX = "SGLANG_BENCH_POINT "
+# Seconds the client process gets beyond the sum of its points' deadlines
+# (interpreter start, import of bench_serving, tokenizer load) when no
+# overall timeout is given.
+STARTUP_ALLOWANCE_S = 300
+
+
+def point_file(concurrency, repeat):
+    """Name of a point's bench_serving output file: ``c<C>_r<R>.jsonl``."""
+    return f"c{int(concurrency)}_r{int(repeat)}.jsonl"
+
+
+def plan_points(concurrency, repeats, output_dir, num_prompts=None, multiplier=None, floor=None):
+    """The points of one cell, repeats outer and concurrency inner.
+
+    Each is ``{index, id, concurrency, repeat, num_prompts, output_file, log}``;
+    num_prompts is the given number for every point, else
+    max(multiplier * concurrency, floor). ValueError for nonsense.
+    """
+    concurrency = [int(c) for c in concurrency or []]
+    if not concurrency:
+        raise ValueError("concurrency must list at least one point")
+    if int(repeats) < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats!r}")
+    points = []
+    for repeat in range(int(repeats)):
+        for conc in concurrency:
+            if conc < 1:
+                raise ValueError(f"every concurrency must be >= 1, got {conc!r}")
+            prompts = int(num_prompts) if num_prompts is not None else num_prompts_for(conc, multiplier, floor)
+            output_file = os.path.join(output_dir, point_file(conc, repeat))
+            points.append(
+                {
+                    "index": len(points),
+                    "id": f"c{conc}_r{repeat}",
+                    "concurrency": conc,
+                    "repeat": repeat,
+                    "num_prompts": prompts,
+                    "output_file": output_file,
+                    "log": output_file + ".log",
+                }
+            )
+    return points
+
+
+def default_timeout(n_points, point_timeout):
+    """The client process's overall limit: every point's deadline plus STARTUP_ALLOWANCE_S."""
+    return int(n_points) * int(point_timeout) + STARTUP_ALLOWANCE_S
+
+
+def parse_status_lines(text):
+    """The client's status events (dicts) from its stdout, in order; other lines are ignored."""
+    events = []
+    for line in (text or "").splitlines():
+        if not line.startswith(STATUS_PREFIX):
+            continue
+        try:
+            event = json.loads(line[len(STATUS_PREFIX) :])
+        except ValueError:
+            continue
+        if isinstance(event, dict) and "event" in event:
+            events.append(event)
+    return events
+
+
+def _iso(epoch):
+    if not isinstance(epoch, (int, float)):
+        return None
+    moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _read_text(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _read_from(path, offset):
+    """The text ``path`` gained after ``offset`` bytes ('' when unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _size(path):
+    return os.path.getsize(path) if os.path.exists(path) else 0
+
+
+def evaluate_point(spec, offset, rc, timed_out, output, timeout_reason=None, server_errors=()):
+    """The ledger point for one planned point after the client ran it (reads its output file).
+
+    A new result line (and no timeout) gives the point its metrics and its
+    ok/incomplete status (point_from_result); a result with a non-zero exit is
+    bench_client_failed; no result line is classified from the point's output.
+    """
+    concurrency, repeat, num_prompts = spec["concurrency"], spec["repeat"], spec["num_prompts"]
+    results = read_new_results(spec["output_file"], offset)
+    if results and not timed_out:
+        point = point_from_result(results[-1], concurrency, repeat, num_prompts, server_errors)
+        if rc != 0 and point["status"] == POINT_OK:
+            point["status"] = POINT_FAILED
+            point["failure"] = {
+                "class": "bench_client_failed",
+                "step": "benchmark",
+                "message": f"bench_serving wrote a result but exited {rc}",
+            }
+    else:
+        failure_class, reason = classify_client_failure(rc, output, timed_out, timeout_reason)
+        point = failed_point(concurrency, repeat, num_prompts, failure_class, reason)
+        point["failure"]["output_tail"] = tail(output, 2000)
+    return point
+
+
+def write_plan(path, specs, point_timeout=None, stop_on_failure=True):
+    """Write the client's plan file (side effect); return the plan."""
+    plan = {
+        "stop_on_failure": bool(stop_on_failure),
+        "points": [
+            {
+                "id": spec["id"],
+                "argv": list(spec["argv"]),
+                "output_file": spec["output_file"],
+                "log": spec["log"],
+                "num_prompts": spec["num_prompts"],
+                "timeout": point_timeout,
+            }
+            for spec in specs
+        ],
+    }
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(plan, handle, indent=1)
+        handle.write("\n")
+    return plan
+
+
+def run_plan(
+    client_command,
+    specs,
+    plan_path,
+    log_path,
+    env=None,
+    point_timeout=None,
+    timeout=None,
+    stop_on_failure=True,
+    clock=time.monotonic,
+    server_log=None,
+):
+    """Run every planned point in one client process (side effect); return ``(points, outcome)``.
+
+    ``specs`` come from plan_points with ``argv`` (bench_serving's arguments,
+    without the client command) added. The client gets the whole plan and
+    runs the points in order; ``point_timeout`` is each point's deadline
+    inside the client, ``timeout`` the limit of the whole client process
+    (default: default_timeout), after which its process group is killed.
+
+    Per point: the client's status lines say when it started and ended and
+    how bench_serving returned; the point's own output file and log then give
+    its result and, without a result, its failure class (evaluate_point).
+    A point the process died in (killed at the overall limit, or crashed) is
+    classified from its log. With ``stop_on_failure`` the plan ends at the
+    first failed point; without it, points that a dead client never started
+    get a fresh client process (while time is left). When the client never
+    started a point (it could not import bench_serving, say), the first
+    point (every point, without ``stop_on_failure``) fails with what it said.
+    ``server_log``: the server's log; the ``[http_server] Error`` lines it
+    gains while a point runs fail that point (lying_signals).
+
+    ``outcome``: ``runs`` (one entry per client process: ``pid``,
+    ``bench_module`` (the bench_serving module it imported), ``rc``,
+    ``timed_out``, ``log``, ``command``, ``points`` (ids it ran)),
+    ``not_run`` (ids of planned points that did not run), ``rc`` (the last
+    process's exit status) and ``output`` (the last process's own output).
+    """
+    if timeout is None:
+        timeout = default_timeout(len(specs), point_timeout or 0)
+    deadline = clock() + timeout
+    remaining = list(specs)
+    points, runs = [], []
+    outcome = {"rc": None, "timed_out": False, "output": "", "log": log_path}
+    stop = False
+    while remaining and not stop:
+        left = deadline - clock()
+        if left <= 0:
+            break
+        number = len(runs)
+        run_plan_path = plan_path if number == 0 else f"{plan_path}.{number}"
+        run_log = log_path if number == 0 else f"{log_path}.{number}"
+        offsets = dict((spec["id"], _size(spec["output_file"])) for spec in remaining)
+        log_offset = _size(server_log) if server_log else 0
+        write_plan(run_plan_path, remaining, point_timeout, stop_on_failure)
+        argv = list(client_command) + ["--plan", run_plan_path]
+        outcome = run_client(argv, env=env, timeout=left, log_path=run_log)
+        events = parse_status_lines(outcome["output"])
+        by_id = {}
+        for event in events:
+            if event.get("event") in ("start", "end") and "id" in event:
+                by_id.setdefault(event["id"], {})[event["event"]] = event
+        server_errors = {}
+        if server_log:
+            windows = dict(
+                (key, (seen.get("start", {}).get("t"), seen.get("end", {}).get("t"))) for key, seen in by_id.items()
+            )
+            server_errors = server_errors_by_window(_read_from(server_log, log_offset), windows)
+        pids = sorted(set(e["pid"] for e in events if isinstance(e.get("pid"), int)))
+        ready = next((e for e in events if e.get("event") == "ready"), {})
+        run = {
+            "pid": pids[0] if len(pids) == 1 else (pids or None),
+            "bench_module": ready.get("module"),
+            "rc": outcome["rc"],
+            "timed_out": outcome["timed_out"],
+            "log": run_log,
+            "command": argv,
+            "points": [],
+        }
+        runs.append(run)
+        if outcome["timed_out"]:
+            killed = f"the client process ran past its overall time limit of {int(timeout)} s and was killed"
+        else:
+            killed = None
+        left_over = []
+        for spec in remaining:
+            seen = by_id.get(spec["id"], {})
+            if stop or "start" not in seen:
+                left_over.append(spec)
+                continue
+            end = seen.get("end")
+            output = _read_text(spec["log"])
+            if end is not None:
+                timed_out = bool(end.get("timed_out"))
+                reason = None
+                if timed_out:
+                    reason = (
+                        f"bench_serving ran past its per-point deadline of {point_timeout} s "
+                        "and was stopped inside the client"
+                    )
+                point = evaluate_point(
+                    spec, offsets[spec["id"]], end.get("rc", 1), timed_out, output, reason,
+                    server_errors.get(spec["id"], ()),
+                )
+            else:  # the process ended (or was killed) during this point
+                own_lines = [line for line in outcome["output"].splitlines() if not line.startswith(STATUS_PREFIX)]
+                tail_of_run = tail("\n".join(own_lines), 2000)
+                point = evaluate_point(
+                    spec,
+                    offsets[spec["id"]],
+                    outcome["rc"] if outcome["rc"] else 1,
+                    outcome["timed_out"],
+                    output + "\n" + tail_of_run,
+                    killed,
+                )
+            point["started_at"] = _iso(seen["start"].get("t"))
+            point["ended_at"] = _iso((end or {}).get("t")) or _iso(time.time())
+            if end is not None and isinstance(end.get("wall_s"), (int, float)):
+                point["wall_s"] = end["wall_s"]
+            elif isinstance(seen["start"].get("t"), (int, float)):
+                point["wall_s"] = round(time.time() - seen["start"]["t"], 3)
+            point["output_file"] = spec["output_file"]
+            point["client_log"] = spec["log"]
+            point["command"] = list(client_command) + list(spec["argv"])
+            points.append(to_json_safe(point))
+            run["points"].append(spec["id"])
+            if point["status"] != POINT_OK and stop_on_failure:
+                stop = True
+        if not run["points"]:
+            # Nothing started: the client failed before its first point.
+            failure_class, reason = classify_client_failure(
+                outcome["rc"], outcome["output"], outcome["timed_out"], killed
+            )
+            for spec in remaining[:1] if stop_on_failure else remaining:
+                point = failed_point(spec["concurrency"], spec["repeat"], spec["num_prompts"], failure_class, reason)
+                point["failure"]["output_tail"] = tail(outcome["output"], 2000)
+                point["output_file"] = spec["output_file"]
+                point["client_log"] = run_log
+                point["command"] = list(client_command) + list(spec["argv"])
+                points.append(point)
+            left_over = remaining[1:] if stop_on_failure else []
+            stop = True
+        remaining = left_over
+    outcome = dict(outcome)
+    outcome["runs"] = runs
+    outcome["not_run"] = [spec["id"] for spec in remaining]
+    return points, outcome

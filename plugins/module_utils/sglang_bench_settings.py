@@ -1,0 +1,169 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The effective benchmark settings: data/benchmark.yml with the inventory's overrides, checked.
+
+One place resolves and validates them (role sglang_bench through the
+sglang_bench_settings filter; the experiment's preflight before the lock).
+Each problem names the variable that overrides the setting, the value, and
+what would be valid. Standard library only.
+
+Coercion, the one rule: a concurrency list given as a string of integers
+separated by commas and/or spaces (``-e sglang_bench_concurrency=1,10`` on
+the command line gives the string ``"1,10"``) becomes that list of integers.
+Any other string is refused. Numbers given as strings of digits (extra vars
+from the command line are strings) count as those numbers.
+"""
+
+import re
+
+# setting -> (override variable, path in data/benchmark.yml)
+OVERRIDES = (
+    ("dataset_name", "sglang_bench_dataset_name", ("dataset_name",)),
+    ("dataset_path", "sglang_bench_dataset_path", ("dataset_path",)),
+    ("input_len", "sglang_bench_input_len", ("input_len",)),
+    ("output_len", "sglang_bench_output_len", ("output_len",)),
+    ("random_range_ratio", "sglang_bench_random_range_ratio", ("random_range_ratio",)),
+    ("concurrency", "sglang_bench_concurrency", ("concurrency",)),
+    ("num_prompts.multiplier", "sglang_bench_num_prompts_multiplier", ("num_prompts", "multiplier")),
+    ("num_prompts.floor", "sglang_bench_num_prompts_floor", ("num_prompts", "floor")),
+    ("request_rate", "sglang_bench_request_rate", ("request_rate",)),
+    ("seed", "sglang_bench_seed", ("seed",)),
+    ("repeats", "sglang_bench_repeats", ("repeats",)),
+    ("warmup.requests", "sglang_bench_warmup_requests", ("warmup", "requests")),
+    ("warmup.concurrency", "sglang_bench_warmup_concurrency", ("warmup", "concurrency")),
+    ("noise_threshold_pct", "sglang_bench_noise_threshold_pct", ("noise_threshold_pct",)),
+)
+DATASETS = ("random", "random-ids")
+_INT_LIST = re.compile(r"^\s*\d+(\s*[,\s]\s*\d+)*\s*$")
+
+
+class SettingsError(ValueError):
+    """The settings are not runnable; ``problems`` lists each, with its variable."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+def _get(data, path):
+    for key in path:
+        data = (data or {}).get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _as_int(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return None
+
+
+def _as_float(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def coerce_concurrency(value):
+    """A list of integers from a list, or from a string such as "1,10" / "1 10"; else None."""
+    if isinstance(value, str):
+        if not _INT_LIST.match(value):
+            return None
+        return [int(part) for part in re.split(r"[,\s]+", value.strip()) if part]
+    if isinstance(value, (list, tuple)):
+        out = [_as_int(item) for item in value]
+        return None if any(item is None for item in out) else out
+    return None
+
+
+def resolve_settings(data, overrides=None, settings_file=None):
+    """The effective settings (the shape the ledger's ``workload`` records), or SettingsError.
+
+    ``data`` is data/benchmark.yml; ``overrides`` maps the sglang_bench_* variable names to
+    their values (None = not overridden).
+    """
+    overrides = overrides or {}
+    where = f" (settings file {settings_file})" if settings_file else ""
+    raw = {}
+    source = {}
+    for name, var, path in OVERRIDES:
+        value = overrides.get(var)
+        raw[name] = _get(data, path) if value is None else value
+        source[name] = var if value is not None else f"{'.'.join(path)} in the settings file"
+    problems = []
+
+    def bad(name, rule):
+        problems.append(f"{source[name]} = {raw[name]!r}: {rule}{where}")
+
+    cfg = {"settings_file": settings_file, "client": "sglang.bench_serving", "backend": "sglang"}
+    if raw["dataset_name"] not in DATASETS:
+        bad("dataset_name", f"must be one of {', '.join(DATASETS)}")
+    cfg["dataset_name"] = raw["dataset_name"]
+    cfg["dataset_path"] = raw["dataset_path"]
+    for name in ("input_len", "output_len"):
+        number = _as_int(raw[name])
+        if number is None or number < 1:
+            bad(name, "must be an integer >= 1")
+        cfg[name] = number
+    ratio = _as_float(raw["random_range_ratio"])
+    if ratio is None or not 0 <= ratio <= 1:
+        bad("random_range_ratio", "must be a number within [0, 1]")
+    cfg["random_range_ratio"] = ratio
+    concurrency = coerce_concurrency(raw["concurrency"])
+    if not concurrency or any(c < 1 for c in concurrency):
+        bad(
+            "concurrency",
+            "must be a non-empty list of integers >= 1, e.g. [1, 10, 256, 1024] (a string of integers "
+            "separated by commas or spaces, '1,10', is read as that list)",
+        )
+    cfg["concurrency"] = concurrency
+    prompts = {}
+    for key in ("multiplier", "floor"):
+        number = _as_int(raw[f"num_prompts.{key}"])
+        if number is None or number < 1:
+            bad(f"num_prompts.{key}", "must be an integer >= 1")
+        prompts[key] = number
+    cfg["num_prompts"] = prompts
+    rate = str(raw["request_rate"]).strip().lower()
+    rate_value = _as_float(rate)
+    if rate != "inf" and (rate_value is None or rate_value <= 0):
+        bad("request_rate", "must be inf or a positive number of requests per second")
+    cfg["request_rate"] = rate if rate == "inf" else str(raw["request_rate"])
+    seed = _as_int(raw["seed"])
+    if seed is None:
+        bad("seed", "must be an integer")
+    cfg["seed"] = seed
+    repeats = _as_int(raw["repeats"])
+    if repeats is None or repeats < 1:
+        bad("repeats", "must be an integer >= 1")
+    cfg["repeats"] = repeats
+    warmup = dict(_get(data, ("warmup",)) or {})
+    for key in ("requests", "concurrency"):
+        number = _as_int(raw[f"warmup.{key}"])
+        if number is None or number < 1:
+            bad(f"warmup.{key}", "must be an integer >= 1")
+        warmup[key] = number
+    for key in ("input_len", "max_new_tokens", "timeout_s"):
+        number = _as_float(warmup.get(key))
+        if number is None or number <= 0:
+            problems.append(f"warmup.{key} in the settings file = {warmup.get(key)!r}: must be a number > 0{where}")
+    cfg["warmup"] = {
+        "requests": warmup.get("requests"),
+        "concurrency": warmup.get("concurrency"),
+        "input_len": warmup.get("input_len"),
+        "max_new_tokens": warmup.get("max_new_tokens"),
+        "timeout_s": warmup.get("timeout_s"),
+    }
+    threshold = _as_float(raw["noise_threshold_pct"])
+    if threshold is None or threshold < 0:
+        bad("noise_threshold_pct", "must be a number >= 0")
+    cfg["noise_threshold_pct"] = threshold
+    if problems:
+        raise SettingsError(problems)
+    return cfg
