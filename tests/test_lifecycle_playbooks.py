@@ -17,53 +17,31 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
-import ansible.module_utils
 import psutil
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-_MU = str(ROOT / "plugins" / "module_utils")
-if _MU not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MU)
-
-from ansible.module_utils import sglang_process  # noqa: E402
-
-ansible_runner = pytest.importorskip("ansible_runner", reason="ansible-runner is not installed in this venv")
+from ansible.module_utils import sglang_process
+from conftest import (
+    REPO,
+    VENV_BIN,
+    PlaybookLab,
+    ansible_env,
+    failures,
+    free_port,
+    kill_recorded_sessions,
+    local_inventory,
+    playbook_cli,
+    session_pids,
+    task_results,
+)
 
 pytestmark = pytest.mark.integration
 
-SIMULATOR = ROOT / "simulator" / "sglang_sim" / "launch_server.py"
-VENV_BIN = Path(sys.executable).parent
-if not SIMULATOR.is_file():
-    pytest.skip("the simulator (simulator/sglang_sim/launch_server.py) is not in this checkout",
-                allow_module_level=True)
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class Lab:
-    root: Path
-    port: int
-    work: Path
-    inventory: Path
-    runs: int = 0
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def run_dir(self):
-        return self.work / "run"
-
+class Lab(PlaybookLab):
     def script(self, name, tp=2, load=1.0, fault="", extra_env=None):
         """Write a launch script for the simulator; returns its path."""
-        env = {"PYTHONPATH": str(ROOT / "simulator"), "SGLANG_SIM_LOAD_SECONDS": str(load), "SGLANG_SIM_SPEED": "20"}
+        env = {"PYTHONPATH": str(REPO / "simulator"), "SGLANG_SIM_LOAD_SECONDS": str(load), "SGLANG_SIM_SPEED": "20"}
         if fault:
             env["SGLANG_SIM_FAULT"] = fault
         env.update(extra_env or {})
@@ -78,94 +56,33 @@ class Lab:
         path.chmod(0o750)
         return path
 
-    def run(self, playbook, extravars=None, cmdline=None):
-        """ansible-playbook through ansible-runner; returns the runner (status, rc, events)."""
-        self.runs += 1
-        private = self.root / f"runner-{self.runs}"
-        private.mkdir()
-        return ansible_runner.run(
-            private_data_dir=str(private),
-            project_dir=str(ROOT),
-            playbook=str(ROOT / "playbooks" / playbook),
-            inventory=str(self.inventory),
-            extravars=dict(self.extra, **(extravars or {})),
-            cmdline=cmdline,
-            envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"},
-            quiet=True,
-        )
-
     def playbook_cli(self, playbook, *args, timeout=300):
         """Plain ansible-playbook (what a person runs); returns CompletedProcess."""
-        env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{VENV_BIN}:{os.environ['PATH']}",
-                   ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
         extra = [arg for key, value in self.extra.items() for arg in ("-e", json.dumps({key: value}))]
-        return subprocess.run(
-            [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(ROOT / "playbooks" / playbook),
-             *extra, *args],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
-        )
+        return playbook_cli("-i", str(self.inventory), str(REPO / "playbooks" / playbook), *extra, *args,
+                            timeout=timeout)
 
-    def state(self):
-        return sglang_process.read_json(str(self.run_dir / "server.json"))
-
-
-def task_results(runner, task_name, event="runner_on_ok"):
-    return [e["event_data"]["res"] for e in runner.events
-            if e.get("event") == event and e["event_data"].get("task") == task_name]
-
-
-def failures(runner):
-    return [(e["event_data"].get("task"), e["event_data"]["res"]) for e in runner.events
-            if e.get("event") == "runner_on_failed"]
-
-
-def session_alive(sid):
-    alive = []
-    for proc in psutil.process_iter():
-        try:
-            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc.pid)
-        except (OSError, psutil.Error):
-            pass
-    return alive
-
-
-def kill_session(sid):
-    for pid in session_alive(sid):
-        try:
-            os.kill(pid, 9)
-        except OSError:
-            pass
 
 
 @pytest.fixture
 def lab(tmp_path):
     port = free_port()
     work = tmp_path / "work"
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(json.dumps({
-        "all": {"children": {"sglang_nodes": {
-            "hosts": {"sim-test": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
-            "vars": {
-                "sglang_lab_work_dir": str(work),
-                "sglang_lab_port": port,
-                "sglang_server_kill_by_pattern": False,
-                "sglang_server_stop_grace_seconds": 5,
-                "sglang_server_ready_window_seconds": 2,
-                "sglang_server_ready_timeout_seconds": 120,
-                "sglang_server_crash_signatures_file": str(ROOT / "data" / "crash_signatures.yml"),
-            },
-        }}}
-    }))
-    sessions = []
+    inventory = local_inventory(tmp_path / "inventory.yml", "sim-test", group_vars={
+        "sglang_lab_work_dir": str(work),
+        "sglang_lab_port": port,
+        # The simulator, on a machine without GPUs (role sglang_lab's one fallback is real SGLang).
+        "sglang_lab_target": "simulator",
+        "sglang_server_kill_by_pattern": False,
+        "sglang_server_stop_grace_seconds": 5,
+        "sglang_server_ready_window_seconds": 2,
+        "sglang_server_ready_timeout_seconds": 120,
+        "sglang_server_crash_signatures_file": str(REPO / "data" / "crash_signatures.yml"),
+    })
     lab = Lab(root=tmp_path, port=port, work=work, inventory=inventory)
-    lab.sessions = sessions
     yield lab
     # Whatever happened in the test: no process of ours is left behind.
-    for name in ("server.json", "server.last.json"):
-        state = sglang_process.read_json(str(work / "run" / name))
-        if state and state.get("sid"):
-            kill_session(state["sid"])
+    kill_recorded_sessions(work / "run")
 
 
 # --------------------------------------------------------------------------- tests
@@ -181,17 +98,17 @@ def test_start_progress_status_stop(lab):
     assert progress, start.stdout[-3000:]
     assert "health" in progress[0] and "log lines |" in progress[0]
     assert "tier baseline is ready after" in start.stdout
-    state = lab.state()
+    state = lab.server()
     assert state["tier"] == "baseline" and state["sid"] == state["pid"] and state["port"] == lab.port
-    assert len(session_alive(state["sid"])) >= 4  # wrapper, launch_server, 2 schedulers, detokenizer
+    assert len(session_pids(state["sid"])) >= 4  # wrapper, launch_server, 2 schedulers, detokenizer
 
     # Same tier and script again: nothing changes.
-    again = lab.run("start.yml", {"tier": "baseline", "launch_script": str(script)})
+    again = lab.play("start.yml", {"tier": "baseline", "launch_script": str(script)})
     assert again.status == "successful"
     assert again.stats["changed"].get("sim-test", 0) == 0
     assert task_results(again, "Start the launch script of tier baseline")[0]["already_running"] is True
 
-    status = lab.run("status.yml")
+    status = lab.play("status.yml")
     assert status.status == "successful"
     facts = task_results(status, "Read the SGLang server status")[0]["ansible_facts"]["sglang_server"]
     assert facts["running"] and facts["tier"] == "baseline" and facts["pid"] == state["pid"]
@@ -201,22 +118,22 @@ def test_start_progress_status_stop(lab):
     summary = task_results(status, "Show the SGLang server status")[0]["msg"]
     assert summary[0].startswith("running: tier baseline since ")
 
-    check = lab.run("stop.yml", cmdline="--check")
+    check = lab.play("stop.yml", cmdline="--check")
     assert check.status == "successful"
     would = task_results(check, "Stop the SGLang server and verify that nothing of it is left")[0]
     assert {r["outcome"] for r in would["stopped"]} == {"would-stop"}
-    assert session_alive(state["sid"]), "check mode stopped the server"
+    assert session_pids(state["sid"]), "check mode stopped the server"
 
-    stop = lab.run("stop.yml")
+    stop = lab.play("stop.yml")
     assert stop.status == "successful", failures(stop)
     result = task_results(stop, "Stop the SGLang server and verify that nothing of it is left")[0]
     assert result["changed"] and result["survivors"] == [] and result["port"]["free"]
     assert {r["pid"] for r in result["stopped"]} >= {state["pid"]}
-    assert session_alive(state["sid"]) == []
+    assert session_pids(state["sid"]) == []
     assert not (lab.run_dir / "server.json").exists() and not (lab.run_dir / "sglang.pid").exists()
     assert sglang_process.read_json(str(lab.run_dir / "server.last.json"))["tier"] == "baseline"
 
-    idempotent = lab.run("stop.yml")
+    idempotent = lab.play("stop.yml")
     assert idempotent.status == "successful"
     assert idempotent.stats["changed"].get("sim-test", 0) == 0
 
@@ -250,29 +167,27 @@ else:
 
 
 def test_stop_kills_a_child_that_ignores_sigterm_and_verifies_gpu_release(lab):
-    if not (ROOT / "plugins" / "module_utils" / "nvidia_smi.py").is_file():
-        pytest.skip("plugins/module_utils/nvidia_smi.py (GPU verification) is not in this checkout")
     fake = lab.root / "nvidia-smi"
     fake.write_text(FAKE_NVIDIA_SMI.format(python=sys.executable, state=str(lab.run_dir / "server.json")))
     fake.chmod(0o755)
     lab.extra.update(sglang_server_nvidia_smi=str(fake), sglang_server_gpu_check_required=True,
                      sglang_server_stop_grace_seconds=3, sglang_server_gpu_release_timeout_seconds=20)
     script = lab.script("tp8-stubborn", tp=8, load=1, fault="ignore_sigterm")
-    start = lab.run("start.yml", {"tier": "tp8-stubborn", "launch_script": str(script)})
+    start = lab.play("start.yml", {"tier": "tp8-stubborn", "launch_script": str(script)})
     assert start.status == "successful", failures(start)
-    sid = lab.state()["sid"]
-    schedulers = [pid for pid in session_alive(sid)
+    sid = lab.server()["sid"]
+    schedulers = [pid for pid in session_pids(sid)
                   if " ".join(psutil.Process(pid).cmdline()).startswith("sglang::scheduler")]
     assert len(schedulers) == 8
 
-    stop = lab.run("stop.yml")
+    stop = lab.play("stop.yml")
     assert stop.status == "successful", failures(stop)
     result = task_results(stop, "Stop the SGLang server and verify that nothing of it is left")[0]
     killed = [r for r in result["stopped"] if r["signals"] == ["TERM", "KILL"]]
     assert killed and all(r["outcome"] == "killed" for r in killed)
     assert any(r["cmdline"].startswith("sglang::scheduler_TP") for r in killed)
     assert result["survivors"] == [] and result["port"]["free"]
-    assert session_alive(sid) == []
+    assert session_pids(sid) == []
     gpu = result["gpu"]
     assert gpu["checked"] and gpu["released"] is True and gpu["holding"] == []
     assert [g["memory_used_mib"] for g in gpu["before"]] == [1000] * 8
@@ -288,7 +203,7 @@ def test_stop_kills_a_child_that_ignores_sigterm_and_verifies_gpu_release(lab):
 )
 def test_failed_start_is_classified(lab, fault, expected_class, evidence):
     script = lab.script(f"fault-{fault}", tp=2, load=1, fault=fault)
-    run = lab.run("start.yml", {"tier": f"fault-{fault}", "launch_script": str(script)})
+    run = lab.play("start.yml", {"tier": f"fault-{fault}", "launch_script": str(script)})
     assert run.status == "failed"
     wait = task_results(run, "Wait for the SGLang server to be ready")[0]
     assert wait["crash_class"] == expected_class
@@ -303,13 +218,13 @@ def test_failed_start_is_classified(lab, fault, expected_class, evidence):
 def test_hang_is_classified_on_timeout(lab):
     lab.extra.update(sglang_server_ready_timeout_seconds=25)
     script = lab.script("hang", tp=2, load=1, fault="hang")
-    run = lab.run("start.yml", {"tier": "hang", "launch_script": str(script)})
+    run = lab.play("start.yml", {"tier": "hang", "launch_script": str(script)})
     assert run.status == "failed"
     wait = task_results(run, "Wait for the SGLang server to be ready")[0]
     assert wait["crash_class"] == "hang"
     assert "Uvicorn running on" in wait["excerpt"]  # the log tail shows how far it got
     assert wait["health"]["status"] in ("starting", "down", "unknown")
-    stop = lab.run("stop.yml")
+    stop = lab.play("stop.yml")
     assert stop.status == "successful", failures(stop)
 
 
@@ -320,7 +235,7 @@ def test_start_refused_when_the_port_is_held(lab):
     listener.listen(1)
     try:
         script = lab.script("baseline", load=1)
-        run = lab.run("start.yml", {"tier": "baseline", "launch_script": str(script)})
+        run = lab.play("start.yml", {"tier": "baseline", "launch_script": str(script)})
     finally:
         listener.close()
     assert run.status == "failed"
@@ -328,7 +243,7 @@ def test_start_refused_when_the_port_is_held(lab):
     assert task == "Start the launch script of tier baseline"
     assert f"port {lab.port} is already taken by pid {os.getpid()}" in res["msg"]
     assert "pytest" in res["msg"] or "python" in res["msg"]
-    assert lab.state() is None
+    assert lab.server() is None
 
 
 def test_second_experiment_is_refused_by_the_lock(lab):
@@ -344,9 +259,9 @@ def test_second_experiment_is_refused_by_the_lock(lab):
             {"name": "Give it back", "ansible.builtin.include_role": {"name": "sglang_server", "tasks_from": "unlock"}},
         ],
     }]))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{VENV_BIN}:{os.environ['PATH']}")
     holder = subprocess.Popen([str(VENV_BIN / "ansible-playbook"), "-i", str(lab.inventory), str(holder_play)],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              cwd=REPO, env={**os.environ, **ansible_env()}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
     try:
         lock = lab.run_dir / "sglang.lock"
         deadline = time.monotonic() + 120
@@ -357,12 +272,12 @@ def test_second_experiment_is_refused_by_the_lock(lab):
         assert record["pid"] == holder.pid and record["play"] == "Hold the experiment lock"
 
         script = lab.script("baseline", load=1)
-        run = lab.run("start.yml", {"tier": "baseline", "launch_script": str(script)})
+        run = lab.play("start.yml", {"tier": "baseline", "launch_script": str(script)})
         assert run.status == "failed"
         ((task, res),) = failures(run)
         assert task == "Take the experiment lock of this host"
         assert f"pid {holder.pid}" in res["msg"] and "Hold the experiment lock" in res["msg"]
-        assert lab.state() is None, "the refused run started a server"
+        assert lab.server() is None, "the refused run started a server"
     finally:
         release.write_text("done")
         out, _ = holder.communicate(timeout=120)
@@ -377,7 +292,7 @@ def test_stale_lock_of_a_dead_run_is_taken_over(lab):
     (lab.run_dir / "sglang.lock").write_text(json.dumps({
         "token": "dead-run", "pid": dead.pid, "pid_create_time": None, "pid_checkable": True, "user": "root",
         "host": socket.gethostname(), "play": "A run killed with kill -9", "since": "2026-01-01T00:00:00+00:00"}))
-    run = lab.run("stop.yml")
+    run = lab.play("stop.yml")
     assert run.status == "successful", failures(run)
     taken = task_results(run, "Take the experiment lock of this host")[0]
     assert "no longer runs" in taken["took_over"]["reason"]

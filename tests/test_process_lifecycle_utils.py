@@ -8,6 +8,7 @@ session, started and always cleaned up here); fakes where a state cannot be prod
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,16 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-import ansible.module_utils
 import psutil
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-_MU = str(ROOT / "plugins" / "module_utils")
-if _MU not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MU)
-
-from ansible.module_utils import sglang_crash, sglang_lock, sglang_process, sglang_ready  # noqa: E402
+from ansible.module_utils import sglang_crash, sglang_lock, sglang_process, sglang_ready
+from conftest import REPO as ROOT
+from conftest import kill_session
 
 CATALOG = sglang_crash.load_catalog(ROOT / "data" / "crash_signatures.yml")
 
@@ -41,18 +37,6 @@ class FakeClock:
 
     def sleep(self, seconds):
         self.now += max(seconds, 0.01)
-
-
-def kill_session(sid):
-    """Clean-up: SIGKILL every process of session ``sid`` and reap our children."""
-    for proc in psutil.process_iter():
-        try:
-            if os.getsid(proc.pid) == sid and proc.pid != os.getpid():
-                proc.kill()
-        except (OSError, psutil.Error):
-            pass
-    for proc in psutil.process_iter():
-        sglang_process.reap_if_child(proc.pid)
 
 
 @pytest.fixture
@@ -121,7 +105,7 @@ def test_state_files_round_trip(tmp_path):
 
 # --------------------------------------------------------------------------- patterns and protection
 
-PATTERNS = sglang_process.compile_patterns(sglang_process.DEFAULT_KILL_PATTERNS)
+PATTERNS = sglang_process.compile_patterns(sglang_process.KILL_PATTERNS)
 
 
 @pytest.mark.parametrize(
@@ -215,6 +199,38 @@ def test_orphan_ignoring_sigterm_is_killed_once_the_main_process_is_gone(tree):
     assert by_pid[pid]["outcome"] == "exited-on-term"
     orphans = [r for r in records if r["pid"] != pid]
     assert orphans and all(r["outcome"] == "killed" and r.get("orphaned") for r in orphans)
+
+
+def test_the_main_process_diagnostic_sleep_is_ended_once_the_workers_are_gone(tree):
+    # SGLang 0.5.17 after our SIGTERM (tests/fixtures/real-sglang/, server_term_idle.log): the
+    # scheduler exits at once, the main process traps the signal and sleeps 5 s "before crash
+    # diagnostics" while it holds the port. Here: a worker titled like SGLang's scheduler that
+    # dies on TERM, and a main shell that traps TERM and sleeps on.
+    pid, _log = tree("(exec -a sglang::scheduler sleep 300) & trap 'sleep 30' TERM; echo up; wait; wait")
+    targets, _ = sglang_process.find_server_processes(sid=pid, protected={os.getpid()})
+    worker_re = re.compile(sglang_process.WORKER_PATTERN)
+    workers = {p for p, e in targets.items() if worker_re.search(sglang_process.describe(e["proc"])["cmdline"])}
+    assert len(workers) == 1
+    started = time.monotonic()
+    records, timings = sglang_process.stop_processes(targets, grace_seconds=60, roots={pid}, orphan_grace_seconds=60,
+                                                     workers=workers, workers_gone_grace_seconds=0.2)
+    assert time.monotonic() - started < 10  # neither the 30 s trap sleep nor the 60 s grace
+    by_pid = {r["pid"]: r for r in records}
+    assert by_pid[next(iter(workers))]["outcome"] == "exited-on-term"
+    assert by_pid[pid]["outcome"] == "killed" and by_pid[pid].get("after_workers") is True
+    assert 0 <= timings["workers_gone_s"] < timings["total_s"]
+    assert sglang_process.split_alive(targets)[0] == []
+
+
+def test_a_worker_that_ignores_sigterm_keeps_the_grace(tree):
+    pid, _log = tree("(trap '' TERM; exec -a sglang::scheduler_TP0 sleep 300) & echo up; wait")
+    targets, _ = sglang_process.find_server_processes(sid=pid, protected={os.getpid()})
+    worker_re = re.compile(sglang_process.WORKER_PATTERN)
+    workers = {p for p, e in targets.items() if worker_re.search(sglang_process.describe(e["proc"])["cmdline"])}
+    records, timings = sglang_process.stop_processes(targets, grace_seconds=0.5, workers=workers,
+                                                     workers_gone_grace_seconds=0.1)
+    assert "workers_gone_s" not in timings
+    assert {r["pid"]: r["outcome"] for r in records}[next(iter(workers))] == "killed"
 
 
 def test_pattern_safety_net_finds_a_process_without_session_or_pidfile(tree, tmp_path):
@@ -361,8 +377,6 @@ def test_gpu_release_unverifiable(answer, checked, released):
 
 def test_gpu_release_with_the_nvidia_smi_parser():
     fixtures = ROOT / "tests" / "fixtures" / "nvidia-smi" / "h200-1gpu"
-    if not (ROOT / "plugins" / "module_utils" / "nvidia_smi.py").is_file() or not fixtures.is_dir():
-        pytest.skip("plugins/module_utils/nvidia_smi.py or its H200 fixtures are not in this checkout")
     from ansible.module_utils.nvidia_smi import gpu_snapshot
 
     apps = iter([(fixtures / "query-compute-apps-busy.csv").read_text(),
@@ -592,3 +606,92 @@ def test_gpu_memory_that_never_comes_down_is_reported_not_hidden():
                                               sleep=clock.sleep, interval=0.25)
     assert result["released"] is True
     assert result["memory_settled"] is False and result["pending_gpus"] == [0]
+
+
+# --------------------------------------------------------------------------- progress, stall and phases
+
+GRAPHS = Path(__file__).resolve().parent / "fixtures" / "real-sglang" / "probe-0.5.17-h200-tp1-graphs"
+
+
+def test_probe_lines_are_not_progress_but_a_redrawn_bar_is(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2026-12-01 08:14:49] Load weight begin. avail mem=139.13 GB\n")
+    ticks = iter(range(100, 1000))
+    follower = sglang_ready.LogFollower(str(log), CATALOG)
+    follower.poll(wall=lambda: next(ticks))
+    first = follower.state["progress_at"]
+    with log.open("a") as handle:
+        handle.write('[2026-12-01 08:14:50] INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 503 Service Unavailable\n')
+        handle.write('[2026-12-01 08:14:50] INFO:     127.0.0.1:2 - "GET /v1/models HTTP/1.1" 200 OK\n')
+    follower.poll(wall=lambda: next(ticks))
+    assert follower.state["progress_at"] == first  # our own probes are not progress
+    with log.open("a") as handle:
+        handle.write("Capturing batches (bs=16 avail_mem=94.80 GB):   0%|          | 0/6")
+    follower.poll(wall=lambda: next(ticks))
+    redrawn = follower.state["progress_at"]
+    assert redrawn > first
+    with log.open("a") as handle:
+        handle.write("\rCapturing batches (bs=16 avail_mem=94.80 GB):  17%|#6        | 1/6")
+    follower.poll(wall=lambda: next(ticks))
+    assert follower.state["progress_at"] > redrawn  # the same line, redrawn with \r
+
+
+def test_a_stalled_log_is_a_hang_before_the_hard_cap(tmp_path):
+    now = [1000.0]
+
+    def wall():
+        now[0] += 0.5
+        return now[0]
+
+    result = run_wait(tmp_path, "[2026-12-01 08:14:49] Load weight begin.\n", deadline_s=30, stall_s=3.0,
+                      started_wall=1000.0, wall=wall)
+    assert result["outcome"] == "hang" and result["report"]["stalled_s"] >= 3.0
+    assert "no progress in the log for" in result["report"]["crash_line"]
+    assert result["elapsed_s"] < 25  # long before the 30 s cap
+
+
+def test_a_log_that_keeps_advancing_is_not_a_stall(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("")
+    wall_now = [0.0]
+
+    def wall():
+        wall_now[0] += 1.0  # 1 s of wall time per look; the log grows every look
+        with log.open("a") as handle:
+            handle.write("\rCapturing batches: step")
+        return wall_now[0]
+
+    prober = prober_from({"/health_generate": [("down", None)] * 30 + [("ready", 200)]})
+    result = sglang_ready.wait_ready(
+        log_path=str(log), catalog=CATALOG, is_alive=lambda: True, host="127.0.0.1", port=1, deadline_s=30,
+        interval=0.01, linger_s=0, prober=prober, stall_s=3.0, started_wall=0.0, wall=wall,
+    )
+    assert result["outcome"] == "ready", result["report"]
+
+
+def test_startup_phases_of_a_real_0_5_17_start(tmp_path):
+    follower = sglang_ready.LogFollower(str(GRAPHS / "server_cudagraph.log"), CATALOG)
+    follower.poll()
+    marks = follower.state["marks"]
+    expected = {"weights_begin", "weights_end", "kv_cache_end", "capture_begin", "capture_end", "http_up", "fired_up"}
+    assert expected <= set(marks)
+    started = marks["weights_begin"] - 26  # the log's server_args line to weights, as recorded
+    phases = sglang_ready.startup_phases(marks, started_at=started, ready_at=marks["fired_up"])
+    assert phases["weights"] == 0.0 and phases["kv_cache"] == 0.0  # 0.17 s, whole-second stamps
+    assert 7 <= phases["graph_capture"] <= 10  # prefill 5.11 s + decode 3.26 s in the log
+    assert phases["warmup"] == 2.0 and phases["init"] == 26.0
+    assert phases["total"] == round(marks["fired_up"] - started, 1)
+    assert sglang_ready.startup_phases({}, started_at=1.0) == {}
+
+
+def test_a_sigterm_stop_is_not_a_crash(tmp_path):
+    # Real 0.5.17 after a SIGTERM (tests/fixtures/crashlogs/stopped_by_sigterm/): the log says it
+    # drains, then reports its scheduler's -15 as a crash; the process is gone.
+    text = (
+        "[2026-12-01 07:46:10] SIGTERM received. signum=15 frame=None. Draining requests and shutting down...\n"
+        "[2026-12-01 07:46:10] Subprocess scheduler_0 (pid=1637) crashed with exit code -15. Triggering SIGQUIT.\n"
+    )
+    result = run_wait(tmp_path, text, alive=False)
+    assert result["outcome"] == "stopped", result["report"]
+    assert result["report"]["crash_class"] == "stopped_by_sigterm"
+    assert "Draining requests" in result["report"]["crash_line"]

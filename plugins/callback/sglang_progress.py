@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Print the progress of sglang_server_wait_ready while a server loads.
 
 from __future__ import annotations

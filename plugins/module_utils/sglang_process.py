@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Process lifecycle of the SGLang server: find, stop (verified), start detached, port checks,
 # log rotation and the run-state files. Used by the sglang_server_* modules and by
 # tools/perf_lifecycle.py; tested directly by tests/test_process*.py.
@@ -37,14 +39,23 @@ STATE_NAME = "server.json"
 LAST_STATE_NAME = "server.last.json"
 EXIT_NAME = "server.exit"
 
-# Command lines of SGLang server processes (the safety net of the stop). Matched with
-# re.search against the command line joined with spaces.
-DEFAULT_KILL_PATTERNS = (
+# Command lines of SGLang server processes: the safety net of the stop and the status's list of
+# unmanaged servers. Matched with re.search against the command line joined with spaces. The one
+# definition: modules sglang_server_stop / sglang_server_status use it when their `patterns`
+# option is not set, and role sglang_server leaves it unset unless sglang_server_kill_patterns is.
+KILL_PATTERNS = (
     r"^sglang::(scheduler|detokenizer|data_parallel_controller|tokenizer_worker)",
     r"(^|\s)-m\s+sglang\.launch_server(\s|$)",
     r"(^|/)sglang\s+serve(\s|$)",
     r"(^|\s)-m\s+sglang_sim\.launch_server(\s|$)",
 )
+
+# SGLang's GPU workers: the ranks that hold GPU memory and take part in NCCL. After our own
+# SIGTERM they exit at once; SGLang's main process then logs the scheduler's -15 as a crash,
+# sends itself SIGQUIT and sleeps 5 s "before crash diagnostics" (recorded on 0.5.17:
+# tests/fixtures/real-sglang/). Once every worker is gone nothing is left to drain, so the
+# stop ends that sleep instead of waiting it out (workers_gone_grace_seconds).
+WORKER_PATTERN = r"^sglang::(scheduler|data_parallel_controller)"
 
 # psutil status -> the words used in messages.
 STATE_WORDS = {
@@ -395,6 +406,8 @@ def stop_processes(
     kill_wait_seconds=5.0,
     roots=(),
     orphan_grace_seconds=None,
+    workers=(),
+    workers_gone_grace_seconds=None,
     clock=time.monotonic,
     sleep=time.sleep,
     interval=0.05,
@@ -406,6 +419,12 @@ def stop_processes(
     down itself, so a child still running then (one that ignores SIGTERM) only gets
     ``orphan_grace_seconds`` more before SIGKILL instead of the rest of the grace period.
     None (or no root among the targets) waits the whole grace period.
+
+    ``workers``: pids of SGLang's GPU workers (WORKER_PATTERN). Once every one of them has
+    exited on the SIGTERM, the rest (SGLang's main process in its 5 s diagnostic sleep, the
+    detokenizer, the resource tracker) get ``workers_gone_grace_seconds`` more before SIGKILL.
+    A worker that ignores SIGTERM keeps the ordinary grace. None disables the shortcut
+    (the module always passes a number).
 
     Returns (records, timings): per-process records (pid, cmdline, found_by, status_before,
     signals sent "TERM"/"KILL", outcome "exited-on-term" | "killed" | "survivor" | "zombie" |
@@ -438,8 +457,10 @@ def stop_processes(
             records[proc.pid]["signals"].append("TERM")
 
     root_pids = {proc.pid for proc in live if proc.pid in set(roots)}
+    worker_pids = {proc.pid for proc in live if proc.pid in set(workers)}
     deadline = started + grace_seconds
     orphaned_at = None
+    workers_gone_at = None
     survivors = list(live)
     while True:
         still = []
@@ -455,6 +476,11 @@ def stop_processes(
             if not any(proc.pid in root_pids for proc in survivors):
                 orphaned_at = now
                 deadline = min(deadline, now + orphan_grace_seconds)
+                continue
+        if worker_pids and workers_gone_grace_seconds is not None and workers_gone_at is None:
+            if not any(proc.pid in worker_pids for proc in survivors):
+                workers_gone_at = now
+                deadline = min(deadline, now + workers_gone_grace_seconds)
                 continue
         sleep(min(interval, max(0.0, deadline - now)))
     term_done = clock()
@@ -477,6 +503,8 @@ def stop_processes(
             record["outcome"] = "killed"
             if orphaned_at is not None:
                 record["orphaned"] = True
+            elif workers_gone_at is not None:
+                record["after_workers"] = True
     for proc in live:
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
@@ -484,6 +512,8 @@ def stop_processes(
         except psutil.NoSuchProcess:
             pass
     timings = {"term_phase_s": round(term_done - started, 3), "total_s": round(clock() - started, 3)}
+    if workers_gone_at is not None:
+        timings["workers_gone_s"] = round(workers_gone_at - started, 3)
     return [records[pid] for pid in sorted(records)], timings
 
 

@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Waiting for an SGLang server to become ready, failing fast on a crash.
 #
 # Three things are watched at once, every `interval` seconds (0.25 s by default):
@@ -17,8 +19,10 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -35,6 +39,66 @@ from ansible.module_utils.sglang_crash import (
 )
 
 DEFAULT_HEALTH_PATHS = ("/health_generate", "/health")
+# Lines that are not progress: the access log of our own probes (and anyone's GETs of the
+# read-only endpoints). A cold start can stay quiet for minutes between real lines (FlashInfer
+# JIT, autotune, torch.compile's capture - a tqdm bar redrawn with \r, no newline), so the
+# wait gives up on a stalled log, not a quiet one: any new byte of a real line counts,
+# including a redrawn bar.
+PROBE_LINE_RE = re.compile(
+    r'"GET /(health_generate|health|model_info|get_model_info|v1/models|server_info|get_server_info)\b'
+)
+# Start-up phases, from the first line that marks each (SGLang 0.5.10.post1 .. 0.5.23 wording;
+# recorded on 0.5.17: tests/fixtures/real-sglang/). Times come from the line's own timestamp.
+PHASE_MARKS = (
+    ("weights_begin", re.compile(r"Load weight begin")),
+    ("weights_end", re.compile(r"Load weight end")),
+    ("kv_cache_end", re.compile(r"Memory pool end|KV Cache is allocated")),
+    ("capture_begin", re.compile(r"Capture .*cuda graph begin", re.IGNORECASE)),
+    ("capture_end", re.compile(r"Capture .*cuda graph end", re.IGNORECASE)),
+    ("http_up", re.compile(r"Uvicorn running on")),
+    ("fired_up", re.compile(r"The server is fired up and ready to roll")),
+)
+# Marks kept at their last line, not their first (prefill, then decode capture).
+LAST_MARKS = ("capture_end",)
+LOG_TIME_RE = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+
+
+def line_time(line):
+    """Epoch seconds of an SGLang log line's ``[YYYY-MM-DD HH:MM:SS]`` prefix (local time), or None."""
+    match = LOG_TIME_RE.match(line)
+    if not match:
+        return None
+    try:
+        return datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+    except ValueError:
+        return None
+
+
+def startup_phases(marks, started_at=None, ready_at=None):
+    """Seconds per start-up phase from the follower's marks (name -> epoch of the first line).
+
+    ``init`` (start to weights), ``weights``, ``kv_cache``, ``graph_capture``, ``warmup`` (the
+    HTTP server up to ready) and ``total``; a phase whose marks are missing is left out. SGLang's
+    timestamps have whole seconds, so each figure is good to about one second.
+    """
+    marks = dict(marks or {})
+    if started_at is not None:
+        marks.setdefault("started", started_at)
+    if ready_at is not None:
+        marks["ready"] = ready_at
+    spans = (
+        ("init", "started", "weights_begin"),
+        ("weights", "weights_begin", "weights_end"),
+        ("kv_cache", "weights_end", "kv_cache_end"),
+        ("graph_capture", "capture_begin", "capture_end"),
+        ("warmup", "http_up", "ready"),
+        ("total", "started", "ready"),
+    )
+    phases = {}
+    for name, first, last in spans:
+        if marks.get(first) is not None and marks.get(last) is not None:
+            phases[name] = round(max(0.0, marks[last] - marks[first]), 1)
+    return phases
 CLASSIFY_TAIL_BYTES = 8 << 20
 TAIL_LINES = 40
 
@@ -139,9 +203,11 @@ class LogFollower:
         self.state.setdefault("first_fatal", None)
         self.state.setdefault("warnings", [])
         self.state.setdefault("last_line", "")
+        self.state.setdefault("marks", {})
+        self.state.setdefault("progress_at", None)
         self._after = set(self.state["after_seen"])
 
-    def poll(self, clock=time.monotonic):
+    def poll(self, clock=time.monotonic, wall=time.time):
         """Read what was appended since the last call. Returns the number of new lines."""
         try:
             stat = os.stat(self.path)
@@ -160,7 +226,10 @@ class LogFollower:
         state["offset"] += len(data)
         text = state["partial"] + data.decode("utf-8", "surrogateescape")
         parts = text.split("\n")
-        state["partial"] = parts.pop()
+        new_partial = parts.pop()
+        if new_partial and new_partial != state["partial"]:
+            state["progress_at"] = wall()  # a bar redrawn with \r: progress without a newline
+        state["partial"] = new_partial
         count = 0
         offset = line_start_offset
         for raw in parts:
@@ -182,6 +251,11 @@ class LogFollower:
             update_after_seen(self.catalog, line, self._after)
             if line.strip():
                 state["last_line"] = line.strip()
+                if not PROBE_LINE_RE.search(line):
+                    state["progress_at"] = wall()
+                for name, pattern in PHASE_MARKS:
+                    if (name not in state["marks"] or name in LAST_MARKS) and pattern.search(line):
+                        state["marks"][name] = line_time(line) or wall()
             offset += len(raw.encode("utf-8", "surrogateescape")) + 1
         state["after_seen"] = sorted(self._after)
         return count
@@ -275,6 +349,9 @@ def wait_ready(
     prober=probe,
     excerpt_before=DEFAULT_EXCERPT_BEFORE,
     excerpt_after=DEFAULT_EXCERPT_AFTER,
+    stall_s=None,
+    started_wall=None,
+    wall=time.time,
 ):
     """Watch log, health and process until ready, crashed, hang, or the window ends.
 
@@ -282,9 +359,11 @@ def wait_ready(
     ``window_s``: return "pending" after this many seconds (None: no window).
     ``is_alive()``: whether the server still runs. ``state``: the saved follower/health state
     of an earlier window (or None). ``progress_fn(progress_dict)`` is called at most every
-    ``progress_every_s`` seconds.
+    ``progress_every_s`` seconds. ``stall_s``: give up as "hang" once the log has made no
+    progress for this long (wall clock; the first progress counts from ``started_wall``, the
+    server's start) - ``deadline_s`` stays the hard cap. None: only the hard cap.
 
-    Returns {"outcome": "ready"|"crashed"|"hang"|"exited"|"pending", "report": crash report
+    Returns {"outcome": "ready"|"crashed"|"hang"|"exited"|"stopped"|"pending", "report": crash report
     or None, "state": state to save, "progress": {...}, "health": {...}, "warnings": [...]}.
     """
     state = dict(state or {})
@@ -300,7 +379,7 @@ def wait_ready(
     pause = poller.ready_event.wait if sleep is time.sleep else sleep
     try:
         while True:
-            follower.poll(clock)
+            follower.poll(clock, wall)
             first = follower.state["first_fatal"]
             alive = is_alive()
             now = clock()
@@ -315,6 +394,13 @@ def wait_ready(
                 follower.poll(clock)
                 if follower.state["first_fatal"] is not None:
                     outcome, report = "crashed", follower.classify(excerpt_before, excerpt_after)
+                elif any(w["class"] == "stopped_by_sigterm" for w in follower.state["warnings"]):
+                    # "SIGTERM received ... Draining requests": a requested stop, not a crash.
+                    outcome = "stopped"
+                    stop = next(w for w in follower.state["warnings"] if w["class"] == "stopped_by_sigterm")
+                    report = _non_log_report(catalog, "stopped_by_sigterm", follower.tail(), stop["line"])
+                    report["crash_line_number"] = stop["line_number"]
+                    report["exit_status"] = exit_status_fn() if exit_status_fn else None
                 else:
                     outcome = "exited"
                     rc = exit_status_fn() if exit_status_fn else None
@@ -326,6 +412,18 @@ def wait_ready(
                 outcome = "hang"
                 report = _non_log_report(catalog, "hang", follower.tail())
                 break
+            last_progress_at = follower.state["progress_at"] or started_wall
+            if stall_s is not None and last_progress_at is not None and first is None:
+                quiet = wall() - last_progress_at
+                if quiet >= stall_s:
+                    outcome = "hang"
+                    report = _non_log_report(catalog, "hang", follower.tail())
+                    report["stalled_s"] = round(quiet, 1)
+                    report["crash_line"] = (
+                        f"no progress in the log for {quiet:.0f} s (stall limit {stall_s:.0f} s); "
+                        f"last line: {follower.state['last_line'][-200:]}"
+                    )
+                    break
             if window_end is not None and now >= window_end and first is None:
                 outcome = "pending"
                 break
@@ -350,6 +448,7 @@ def wait_ready(
         "warnings": list(follower.state["warnings"]),
         "elapsed_s": round(elapsed, 3),
         "ready_detected_at": poller.ready_at,
+        "marks": dict(follower.state["marks"]),
     }
 
 
@@ -361,6 +460,7 @@ def _progress(follower, poller, elapsed):
         "health_path": poller.path,
         "health": poller.status,
         "health_code": poller.code,
+        "marks": dict(follower.state["marks"]),
     }
 
 

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Per-host experiment lock: one experiment drives the SGLang server at a time.
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ module: sglang_server_lock
 short_description: Take or give back the per-host lock that lets one experiment drive the SGLang server
 description:
   - The lock is C(<run_dir>/sglang.lock), a JSON record of its holder (token, pid, user, host,
-    play, since). A second experiment fails to take it, with a message naming the holder.
+    play, since); O(run_dir) is created mode 0750 if missing. A second experiment fails to take
+    it, with a message naming the holder.
   - Taking the lock again with the same O(token) changes nothing; giving it back needs the token.
   - The holder pid is the ansible-playbook process among this module's ancestors when the
     controller is this host. A lock whose holder pid no longer runs (or was reused) is stale and
@@ -20,11 +23,10 @@ author:
   - sglang-lab
 requirements:
   - psutil (to check the holder pid)
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_server.run_dir
 options:
-  run_dir:
-    description: Directory of the lock file (created mode 0750 if missing).
-    type: path
-    required: true
   state:
     description: C(present) takes the lock, C(absent) gives it back.
     type: str
@@ -50,14 +52,11 @@ options:
     default: false
 attributes:
   check_mode:
-    description: Reports whether the lock could be taken or given back; writes nothing.
     support: full
-  diff_mode:
-    description: Not supported.
-    support: none
+    details: Reports whether the lock could be taken or given back; writes nothing.
   idempotent:
-    description: Taking a lock already held with the same token, or giving back a lock not held, changes nothing.
     support: full
+    details: Taking a lock already held with the same token, or giving back a lock not held, changes nothing.
 """
 
 EXAMPLES = r"""

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Start the rendered launch script detached, in its own session, and record how to find it.
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ description:
     returns while the server keeps running; the server is never the module's child, so it
     leaves no defunct process behind and does not hold Ansible's pipes.
   - Writes C(<run_dir>/sglang.pid) and C(<run_dir>/server.json) (tier, pid, sid, port,
-    started_at, script, script_sha256, log, plus pid_create_time and exit_file).
+    started_at, script, script_sha256, log, plus pid_create_time and exit_file). O(run_dir) and
+    O(log_dir) are created mode 0750 if missing.
   - Does not wait for readiness; use M(sglang_server_wait_ready).
 version_added: "1.0.0"
 author:
   - sglang-lab
 requirements:
   - psutil (on the host that runs the server)
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_server.run_dir
+  - sglang_lab_server.port
 options:
   script:
     description: The rendered launch script (executable, for example C(<launch dir>/<tier>.sh) mode 0750).
@@ -32,14 +39,6 @@ options:
   tier:
     description: Tier id the script launches (names the log file).
     type: str
-    required: true
-  port:
-    description: HTTP port the script makes the server listen on.
-    type: int
-    required: true
-  run_dir:
-    description: Directory for the pidfile and server.json (created mode 0750 if missing).
-    type: path
     required: true
   log_dir:
     description: Directory for the logs (created mode 0750 if missing).
@@ -61,14 +60,11 @@ options:
     default: 0.5
 attributes:
   check_mode:
-    description: Checks the script, the port and a running server; starts nothing.
     support: full
-  diff_mode:
-    description: Not supported.
-    support: none
+    details: Checks the script, the port and a running server; starts nothing.
   idempotent:
-    description: The same tier and script already running on the port is left alone (RV(ignore:changed) false).
     support: full
+    details: The same tier and script already running on the port is left alone (RV(ignore:changed) false).
 """
 
 EXAMPLES = r"""

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # What SGLang server runs here: tier, since when, processes, health, port, GPU memory, lock.
 
 from __future__ import annotations
@@ -19,28 +21,20 @@ author:
   - sglang-lab
 requirements:
   - psutil
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_attributes.read_only
+  - sglang_lab_attributes.facts
+  - sglang_lab_server.run_dir
+  - sglang_lab_server.port
+  - sglang_lab_server.health
+  - sglang_lab_server.patterns
+  - sglang_lab_nvidia_smi
 options:
-  run_dir:
-    description: Directory with the run state (server.json, sglang.lock, wait_ready.json).
-    type: path
-    required: true
-  port:
-    description: The server's HTTP port.
-    type: int
-    required: true
-  host:
-    description: Address to probe the health endpoint on.
-    type: str
-    default: 127.0.0.1
   health:
     description: Probe the health endpoints.
     type: bool
     default: true
-  health_paths:
-    description: Health endpoints in order of preference; a 404 moves to the next one.
-    type: list
-    elements: str
-    default: [/health_generate, /health]
   health_timeout_seconds:
     description: Timeout of one health request.
     type: float
@@ -49,32 +43,9 @@ options:
     description: Read GPU memory with nvidia-smi (reported as unavailable where it is missing).
     type: bool
     default: true
-  nvidia_smi:
-    description: nvidia-smi command name or path.
-    type: str
-    default: nvidia-smi
-  patterns:
-    description: Command-line regexes of SGLang server processes, to find ones outside the recorded session.
-    type: list
-    elements: str
-    default:
-      - '^sglang::(scheduler|detokenizer|data_parallel_controller|tokenizer_worker)'
-      - '(^|\s)-m\s+sglang\.launch_server(\s|$)'
-      - '(^|/)sglang\s+serve(\s|$)'
-      - '(^|\s)-m\s+sglang_sim\.launch_server(\s|$)'
 attributes:
-  check_mode:
-    description: Read-only, runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Not supported.
-    support: none
-  idempotent:
-    description: Never changes anything.
-    support: full
   facts:
-    description: Sets C(ansible_facts.sglang_server).
-    support: full
+    details: Sets C(ansible_facts.sglang_server).
 """
 
 EXAMPLES = r"""
@@ -110,6 +81,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.sglang_process import (
+    KILL_PATTERNS,
     LAST_STATE_NAME,
     STATE_NAME,
     cmdline_matches,
@@ -158,16 +130,8 @@ def main():
         health_timeout_seconds=dict(type="float", default=5.0),
         gpu=dict(type="bool", default=True),
         nvidia_smi=dict(type="str", default="nvidia-smi"),
-        patterns=dict(
-            type="list",
-            elements="str",
-            default=[
-                r"^sglang::(scheduler|detokenizer|data_parallel_controller|tokenizer_worker)",
-                r"(^|\s)-m\s+sglang\.launch_server(\s|$)",
-                r"(^|/)sglang\s+serve(\s|$)",
-                r"(^|\s)-m\s+sglang_sim\.launch_server(\s|$)",
-            ],
-        ),
+        # None: the built-in SGLang patterns, KILL_PATTERNS in module_utils/sglang_process.py.
+        patterns=dict(type="list", elements="str"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     if psutil is None:
@@ -211,7 +175,7 @@ def main():
     facts["port_holders"] = port_holders(p["port"])
 
     unmanaged = []
-    compiled = compile_patterns(p["patterns"])
+    compiled = compile_patterns(KILL_PATTERNS if p["patterns"] is None else p["patterns"])
     for proc in psutil.process_iter(["pid", "cmdline"]):
         if proc.pid in session_pids or proc.pid == os.getpid():
             continue

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Stop the SGLang server and prove it is gone: no process left, port free, GPU memory released.
 
 from __future__ import annotations
@@ -25,15 +27,13 @@ author:
   - sglang-lab
 requirements:
   - psutil (on the host that runs the server)
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_server.run_dir
+  - sglang_lab_server.port
+  - sglang_lab_server.patterns
+  - sglang_lab_nvidia_smi
 options:
-  run_dir:
-    description: Directory with the run state (sglang.pid, server.json) written by M(sglang_server_start).
-    type: path
-    required: true
-  port:
-    description: The server's HTTP port; it must be free after the stop.
-    type: int
-    required: true
   grace_seconds:
     description: Seconds between SIGTERM and SIGKILL.
     type: float
@@ -50,6 +50,17 @@ options:
         seconds more, not the rest of O(grace_seconds), before SIGKILL.
     type: float
     default: 1
+  workers_gone_grace_seconds:
+    description:
+      - Once every SGLang GPU worker (a C(sglang::scheduler*) or
+        C(sglang::data_parallel_controller) process) has exited on the SIGTERM, the
+        processes still running get this many seconds more before SIGKILL. After our own
+        SIGTERM, SGLang 0.5.17's main process logs the scheduler's exit as a crash and sleeps
+        5 s "before crash diagnostics" while holding the port; this ends that sleep. A worker
+        that ignores SIGTERM keeps O(grace_seconds). Set it to O(grace_seconds) to wait the
+        sleep out.
+    type: float
+    default: 0.5
   kill_by_pattern:
     description:
       - Also stop processes whose command line matches O(patterns) even when they are not in the
@@ -57,15 +68,6 @@ options:
         to these experiments; reported in RV(kill_by_pattern).
     type: bool
     default: true
-  patterns:
-    description: Python regexes searched in the command line (joined with spaces).
-    type: list
-    elements: str
-    default:
-      - '^sglang::(scheduler|detokenizer|data_parallel_controller|tokenizer_worker)'
-      - '(^|\s)-m\s+sglang\.launch_server(\s|$)'
-      - '(^|/)sglang\s+serve(\s|$)'
-      - '(^|\s)-m\s+sglang_sim\.launch_server(\s|$)'
   max_rounds:
     description: How many times to look again for server processes that appeared during the stop.
     type: int
@@ -80,24 +82,17 @@ options:
       - Skipped, and said so in RV(gpu), where nvidia-smi is missing.
     type: bool
     default: true
-  nvidia_smi:
-    description: nvidia-smi command name or path.
-    type: str
-    default: nvidia-smi
   gpu_release_timeout_seconds:
     description: Seconds to poll nvidia-smi until the stopped PIDs no longer hold GPU memory.
     type: float
     default: 60
 attributes:
   check_mode:
-    description: Reports what would be stopped and changes nothing.
     support: full
-  diff_mode:
-    description: Not supported.
-    support: none
+    details: Reports what would be stopped and changes nothing.
   idempotent:
-    description: With nothing running, nothing is done and RV(ignore:changed) is false.
     support: full
+    details: With nothing running, nothing is done and RV(ignore:changed) is false.
 """
 
 EXAMPLES = r"""
@@ -153,7 +148,10 @@ protected:
   type: list
   elements: dict
 timings:
-  description: Seconds spent in the TERM phase and in total.
+  description:
+    - Seconds spent in the TERM phase and in total; C(workers_gone_s) when the GPU workers had all
+      exited on the SIGTERM and the rest was given O(workers_gone_grace_seconds) (records of
+      processes killed then say C(after_workers)).
   returned: always
   type: dict
 cleaned:
@@ -167,13 +165,16 @@ cleaned:
 """
 
 import os
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.sglang_process import (
+    KILL_PATTERNS,
     LAST_STATE_NAME,
     PIDFILE_NAME,
     STATE_NAME,
+    WORKER_PATTERN,
     atomic_write_json,
     describe,
     find_server_processes,
@@ -207,17 +208,10 @@ def main():
         grace_seconds=dict(type="float", default=30.0),
         kill_wait_seconds=dict(type="float", default=10.0),
         orphan_grace_seconds=dict(type="float", default=1.0),
+        workers_gone_grace_seconds=dict(type="float", default=0.5),
         kill_by_pattern=dict(type="bool", default=True),
-        patterns=dict(
-            type="list",
-            elements="str",
-            default=[
-                r"^sglang::(scheduler|detokenizer|data_parallel_controller|tokenizer_worker)",
-                r"(^|\s)-m\s+sglang\.launch_server(\s|$)",
-                r"(^|/)sglang\s+serve(\s|$)",
-                r"(^|\s)-m\s+sglang_sim\.launch_server(\s|$)",
-            ],
-        ),
+        # None: the built-in SGLang patterns, KILL_PATTERNS in module_utils/sglang_process.py.
+        patterns=dict(type="list", elements="str"),
         max_rounds=dict(type="int", default=3),
         port_release_timeout_seconds=dict(type="float", default=15.0),
         gpu_check=dict(type="bool", default=True),
@@ -242,7 +236,10 @@ def main():
                 pid = None
         except psutil.Error:
             pid = None
-    patterns = p["patterns"] if p["kill_by_pattern"] else []
+    if not p["kill_by_pattern"]:
+        patterns = []
+    else:
+        patterns = KILL_PATTERNS if p["patterns"] is None else p["patterns"]
     protected = protected_pids()
 
     def discover():
@@ -301,8 +298,12 @@ def main():
             except psutil.Error:
                 pass
 
+    worker_re = re.compile(WORKER_PATTERN)
+    workers = {pid_ for pid_, entry in targets.items() if worker_re.search(describe(entry["proc"])["cmdline"] or "")}
+
     records, handled = [], set()
     term_phase = 0.0
+    workers_gone = None
     for _round in range(max(1, p["max_rounds"])):
         batch = {pid_: entry for pid_, entry in targets.items() if pid_ not in handled}
         if not batch:
@@ -313,8 +314,12 @@ def main():
             p["kill_wait_seconds"],
             roots=roots,
             orphan_grace_seconds=p["orphan_grace_seconds"],
+            workers=workers,
+            workers_gone_grace_seconds=p["workers_gone_grace_seconds"],
         )
         term_phase += timings["term_phase_s"]
+        if workers_gone is None and "workers_gone_s" in timings:
+            workers_gone = round(term_phase - timings["term_phase_s"] + timings["workers_gone_s"], 3)
         records.extend(round_records)
         handled.update(batch)
         # Anything started during the stop (a child forked just before SIGTERM)?
@@ -349,7 +354,10 @@ def main():
         zombies=zombies,
         port=port,
         gpu=gpu,
-        timings={"term_phase_s": round(term_phase, 3), "total_s": round(time.monotonic() - started, 3)},
+        timings=dict(
+            {"term_phase_s": round(term_phase, 3), "total_s": round(time.monotonic() - started, 3)},
+            **({"workers_gone_s": workers_gone} if workers_gone is not None else {}),
+        ),
     )
     if zombies:
         module.warn(

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Wait until the SGLang server answers its health endpoint; fail fast, classified, on a crash.
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ author:
   - sglang-lab
 requirements:
   - psutil (on the host that runs the server)
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_server.run_dir
+  - sglang_lab_server.health
 options:
-  run_dir:
-    description: Directory with server.json written by M(sglang_server_start).
-    type: path
-    required: true
   signatures:
     description:
       - The crash-signature catalog, a list of entries (class, regex, fatal, explanation, remedy,
@@ -38,17 +40,24 @@ options:
     type: list
     elements: dict
     required: true
-  host:
-    description: Address to probe the health endpoint on.
-    type: str
-    default: 127.0.0.1
   port:
     description: Port to probe; defaults to the port in server.json.
     type: int
   timeout_seconds:
-    description: Total seconds from the server's start until it counts as hung.
+    description:
+      - The hard cap - total seconds from the server's start until it counts as hung, however
+        the log advances.
     type: float
-    default: 900
+    default: 3600
+  stall_timeout_seconds:
+    description:
+      - Seconds the log may go without progress before the server counts as hung, below the
+        hard cap. Progress is any new line but the access-log lines of health and info probes,
+        and any change of an unfinished line (a tqdm bar redrawn with C(\\r)) - a cold GLM-5
+        start (weights, FlashInfer JIT, autotune, SGLang's up to 600 s warm-up request) can
+        outlast a fixed limit while it keeps printing. 0 disables it (only the hard cap).
+    type: float
+    default: 600
   window_seconds:
     description: Return after this many seconds with RV(ready)=false to report progress; 0 waits in one call.
     type: float
@@ -61,11 +70,6 @@ options:
     description: Seconds to keep reading after the first fatal line, so the excerpt holds the rest of the crash.
     type: float
     default: 0.5
-  health_paths:
-    description: Health endpoints in order of preference; a 404 moves to the next one.
-    type: list
-    elements: str
-    default: [/health_generate, /health]
   health_timeout_seconds:
     description: Timeout of one health request (SGLang's /health_generate runs a one-token generation).
     type: float
@@ -80,16 +84,15 @@ options:
     default: 10
 attributes:
   check_mode:
-    description:
+    support: full
+    details:
       - Waits the same way (it only reads) but does not save its place.
       - Without a started server it returns at once.
-    support: full
-  diff_mode:
-    description: Not supported.
-    support: none
   idempotent:
-    description: Never changes anything.
     support: full
+    details:
+      - Changes nothing but its place in the log (C(<run_dir>/wait_ready.json));
+        RV(ignore:changed) is always false.
 """
 
 EXAMPLES = r"""
@@ -105,6 +108,14 @@ ready:
   description: True when the health endpoint answered 200.
   returned: success
   type: bool
+phases:
+  description:
+    - Seconds per start-up phase read from the log's own timestamps (good to about a second) -
+      C(init), C(weights), C(kv_cache), C(graph_capture), C(warmup) (HTTP up to ready) and
+      C(total); a phase the log does not mark is left out. Also kept in C(<run_dir>/wait_ready.json),
+      from where module sglang_bench records it in the ledger (C(launch.startup_phases)).
+  returned: always
+  type: dict
 sglang_progress:
   description: Progress of the wait (tier, elapsed since start, timeout, health, last log line, log lines read).
   returned: always
@@ -119,7 +130,7 @@ health:
   returned: always
   type: dict
 crash_class:
-  description: Class of the failure (a catalog class, process_exited or hang).
+  description: Class of the failure (a catalog class, process_exited, hang, or stopped_by_sigterm for a requested stop).
   returned: failure
   type: str
   sample: dynamo_fp4_jit
@@ -162,7 +173,7 @@ from ansible.module_utils.sglang_process import (
     read_exit_status,
     read_json,
 )
-from ansible.module_utils.sglang_ready import wait_ready, write_progress
+from ansible.module_utils.sglang_ready import startup_phases, wait_ready, write_progress
 
 WAIT_STATE_NAME = "wait_ready.json"
 
@@ -173,7 +184,8 @@ def main():
         signatures=dict(type="list", elements="dict", required=True),
         host=dict(type="str", default="127.0.0.1"),
         port=dict(type="int"),
-        timeout_seconds=dict(type="float", default=900.0),
+        timeout_seconds=dict(type="float", default=3600.0),
+        stall_timeout_seconds=dict(type="float", default=600.0),
         window_seconds=dict(type="float", default=0.0),
         interval_seconds=dict(type="float", default=0.25),
         linger_seconds=dict(type="float", default=0.5),
@@ -237,10 +249,12 @@ def main():
             "last_line": progress.get("last_line"),
         }
 
-    def save(progress, current_state=None):
+    def save(progress, current_state=None, phases=None):
         if module.check_mode:
             return
         data = {"server": server_key, "progress": progress_dict(progress), "updated_at": time.time()}
+        if phases is not None:
+            data["phases"] = phases
         data["state"] = current_state if current_state is not None else (state or {})
         write_progress(wait_state_path, data)
 
@@ -261,9 +275,13 @@ def main():
         exit_status_fn=lambda: read_exit_status(p["run_dir"]),
         excerpt_before=p["excerpt_before"],
         excerpt_after=p["excerpt_after"],
+        stall_s=p["stall_timeout_seconds"] or None,
+        started_wall=started_epoch,
     )
+    ready_wall = time.time() if outcome["outcome"] == "ready" else None
+    phases = startup_phases(outcome["marks"], started_at=started_epoch, ready_at=ready_wall)
     progress = progress_dict(outcome["progress"])
-    save(outcome["progress"], outcome["state"])
+    save(outcome["progress"], outcome["state"], phases)
     common = dict(
         changed=False,
         sglang_progress=progress,
@@ -271,6 +289,7 @@ def main():
         health=outcome["health"],
         log=log_path,
         tier=server.get("tier"),
+        phases=phases,
     )
     tier = server.get("tier")
     if outcome["outcome"] == "ready":
@@ -285,7 +304,12 @@ def main():
     what = {
         "crashed": "crashed",
         "exited": "exited before it was ready",
-        "hang": "was not ready after {:.0f} s".format(p["timeout_seconds"]),
+        "stopped": "was stopped with SIGTERM before it was ready (a requested stop, not a crash)",
+        "hang": (
+            "stopped making progress in its log"
+            if (outcome["report"] or {}).get("stalled_s") is not None
+            else "was not ready after {:.0f} s".format(p["timeout_seconds"])
+        ),
     }[outcome["outcome"]]
     msg = "SGLang tier {} {}: {}. {} Remedy: {} Log: {}".format(
         server.get("tier"),
