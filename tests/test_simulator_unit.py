@@ -10,18 +10,15 @@ from __future__ import annotations
 import asyncio
 import filecmp
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from sglang_sim import config, manifest, procs, sglang_rules, throughput, tokenizer, topology
+from sglang_sim import server as ls
+from sglang_sim.engine import Engine, GenRequest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "simulator"))
-sys.path.insert(0, str(REPO / "tests"))
 
-from sglang_sim import config, manifest, procs, throughput, tokenizer, topology  # noqa: E402
-from sglang_sim import server as ls  # noqa: E402
-from sglang_sim.engine import Engine, GenRequest  # noqa: E402
 
 # A small manifest in the contract's format, covering each option kind SGLang uses.
 MINI = {
@@ -229,6 +226,10 @@ def test_server_args_repr_shape():
         ({"SGLANG_SIM_GPU_MEM_MB": "1024"}, "gpu", config.GpuConfig(mem_mb=1024)),
         ({"SGLANG_SIM_NCCL_ALLREDUCE": "1"}, "gpu", config.GpuConfig(nccl_allreduce=True)),
         ({"SGLANG_SIM_NCCL_ALLREDUCE": "off"}, "gpu", config.GpuConfig()),
+        ({}, "crash_diagnostics", True),
+        ({"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0"}, "crash_diagnostics", True),  # the coredump one is still on
+        ({"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "n", "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "False"},
+         "crash_diagnostics", False),
     ],
 )
 def test_parse_env(env, attr, expected):
@@ -246,11 +247,20 @@ def test_parse_env(env, attr, expected):
         ({"SGLANG_SIM_FAULT_AFTER": "two"}, "is not an integer"),
         ({"SGLANG_SIM_GPU_MEM_MB": "-5"}, "must be >= 0"),
         ({"SGLANG_SIM_NCCL_ALLREDUCE": "maybe"}, "is not a boolean"),
+        ({"SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "maybe"}, "is not a valid boolean value"),
     ],
 )
 def test_parse_env_rejects(env, message):
     with pytest.raises(config.ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         config.parse_env(env)
+
+
+def test_diagnostics_sleep_is_scaled_by_the_speed():
+    assert config.parse_env({}).diagnostics_sleep_seconds == 5.0
+    assert config.parse_env({"SGLANG_SIM_SPEED": "10"}).diagnostics_sleep_seconds == 0.5
+    off = {"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0", "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0"}
+    assert config.parse_env(off).diagnostics_sleep_seconds == 0.0
+    assert config.parse_env({}).describe()["crash_diagnostics_sleep_s"] == 5.0
 
 
 def test_gpu_config_enabled():
@@ -383,7 +393,7 @@ def test_flag_effects_multiply_and_limits_apply():
 
 def test_shipped_table_effects_name_real_sglang_flags(tmp_path):
     """Every flag the table keys on is a dest the manifest (SGLang) has."""
-    from sim_helpers import manifest_for_tests
+    from conftest import manifest_for_tests
 
     path, _ = manifest_for_tests(tmp_path)
     data = json.loads(path.read_text())
@@ -411,7 +421,7 @@ def test_make_tokenizer_is_deterministic(tok_dir, tmp_path):
 
 def test_autotokenizer_loads_offline_and_random_ids_round_trip(tok_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    transformers = pytest.importorskip("transformers")
+    import transformers
     tok = transformers.AutoTokenizer.from_pretrained(str(tok_dir), trust_remote_code=True)
     assert tok.vocab_size == tokenizer.DEFAULT_VOCAB_SIZE
     assert tok.num_special_tokens_to_add() == 0
@@ -503,6 +513,18 @@ def test_bind_error_text_is_uvicorns():
     )
 
 
+@pytest.mark.parametrize(("tp", "threshold"), [(1, 0.6607), (2, 0.3304), (8, 0.0826)])
+def test_kv_cache_threshold_is_sglangs_rule_on_the_synthetic_weights(tp, threshold):
+    """Fatal at or below weights / memory before the weights (62.40 GB / TP of 94.44 GB)."""
+    assert ls.kv_cache_min_fraction({"tp_size": tp}) == pytest.approx(threshold, abs=1e-4)
+    pre = procs.SYNTH_GPU_TOTAL_GB - procs.SYNTH_INIT_GB
+    weights = procs.synthetic_weights_gb({"tp_size": tp})
+    assert sglang_rules.kv_cache_shortfall(pre, weights, threshold + 0.001) is None
+    short = sglang_rules.kv_cache_shortfall(pre, weights, 0.00001)
+    assert short["minimum"] == pytest.approx(threshold, abs=1e-4)
+    assert short["suggested"] == pytest.approx(-(-threshold * 1000 // 1) / 1000)
+
+
 def test_kv_cache_tokens_grow_with_tp_and_fraction():
     assert ls.kv_cache_tokens({"tp_size": 8}) > ls.kv_cache_tokens({"tp_size": 2})
     assert ls.kv_cache_tokens({"tp_size": 8, "mem_fraction_static": 0.92}) > ls.kv_cache_tokens({"tp_size": 8})
@@ -520,12 +542,10 @@ def test_resolve_tokenizer_dir(tok_dir, tmp_path):
 
 def test_the_projects_baseline_launch_parses(tmp_path):
     """data/baseline.yml's flags, rendered with the contract's value semantics, parse."""
-    yaml = pytest.importorskip("yaml")
-    from sim_helpers import manifest_for_tests
+    import yaml
+    from conftest import manifest_for_tests
 
     baseline_file = REPO / "data" / "baseline.yml"
-    if not baseline_file.is_file():
-        pytest.skip("data/baseline.yml is not in the tree yet")
     baseline = yaml.safe_load(baseline_file.read_text())
     argv: list[str] = []
     for flag, value in baseline["flags"].items():
@@ -600,3 +620,113 @@ def test_continuous_decode_steps_delay_admission(cds, tokens_before_admit):
         return seen
 
     assert asyncio.run(main()) == tokens_before_admit
+
+
+# --- what SGLang decides, release by release (sglang_rules) ------------------------------------
+
+FIXTURES = REPO / "tests" / "fixtures" / "real-sglang"
+
+
+@pytest.mark.parametrize(
+    ("version", "key", "new"),
+    [("0.5.10.post1", (0, 5, 10, 1), False), ("0.5.10", (0, 5, 10, 0), False), ("0.5.9", (0, 5, 9, 0), False),
+     ("0.5.11", (0, 5, 11, 0), True), ("0.5.17", (0, 5, 17, 0), True), ("0.5.23", (0, 5, 23, 0), True),
+     ("0.6.0rc1", (0, 6, 0, 0), True), (None, (0,), False)],
+)
+def test_version_family(version, key, new):
+    assert sglang_rules.version_key(version) == key
+    assert sglang_rules.is_new_family(version) is new
+
+
+@pytest.mark.parametrize(
+    ("args", "model_config", "piecewise"),
+    [
+        ({}, {}, True),
+        ({}, {"architectures": ["GlmMoeDsaForCausalLM"]}, False),  # GLM-5
+        ({}, {"architectures": ["DeepseekV3ForCausalLM"], "index_topk": 2048}, False),  # NSA
+        ({}, {"architectures": ["DeepseekV3ForCausalLM"]}, True),
+        ({"enable_dp_attention": True}, {}, False),
+        ({"enable_torch_compile": True}, {}, False),
+        ({"speculative_algorithm": "EAGLE"}, {}, False),
+        ({"pp_size": 2}, {}, False),
+        ({"moe_a2a_backend": "deepep"}, {}, False),
+        ({"moe_a2a_backend": "none"}, {}, True),
+        ({"disaggregation_mode": "prefill"}, {}, False),
+        ({"moe_runner_backend": "flashinfer_trtllm"}, {}, False),
+        ({"moe_runner_backend": "flashinfer_trtllm"}, {"architectures": ["GptOssForCausalLM"]}, True),
+        ({"disable_piecewise_cuda_graph": True}, {}, False),
+        ({"enable_torch_compile": True, "enforce_piecewise_cuda_graph": True},
+         {"architectures": ["GlmMoeDsaForCausalLM"]}, True),
+    ],
+)
+def test_pin_piecewise_auto_disable(args, model_config, piecewise):
+    plan = sglang_rules.pin_graph_plan(args, model_config)
+    assert plan["piecewise"] is piecewise
+    assert plan["decode"] is True
+
+
+def test_pin_moe_runner_rule_logs_its_line():
+    plan = sglang_rules.pin_graph_plan({"moe_runner_backend": "flashinfer_mxfp4"}, {})
+    assert plan["main_lines"] == [
+        "Piecewise cuda graph is disabled for MoE runner backend 'flashinfer_mxfp4' (bypassed topk "
+        "is incompatible with torch.compile)."
+    ]
+    assert sglang_rules.pin_graph_plan({"disable_cuda_graph": True}, {})["decode"] is False
+
+
+def _recorded_list(line_start: str, key: str) -> list[int]:
+    text = (FIXTURES / "probe-0.5.17-h200-tp1-graphs" / "server_cudagraph.log").read_text()
+    line = next(x for x in text.splitlines() if line_start in x)
+    return json.loads(line.split(f"{key}=", 1)[1].split("]", 1)[0] + "]")
+
+
+def test_new_family_capture_sizes_are_the_recorded_ones():
+    assert sglang_rules.prefill_capture_sizes(8192) == _recorded_list("prefill CUDA graph begin", "num_tokens")
+    assert sglang_rules.decode_capture_sizes(16) == _recorded_list("decode CUDA graph begin", "bs")
+    assert sglang_rules.decode_capture_sizes(8) == [1, 2, 4, 8]
+    assert sglang_rules.decode_capture_sizes(20) == [1, 2, 4, 8, 12, 16, 20]
+    assert sglang_rules.decode_capture_sizes(4, padding_disabled=True) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("args", "prefill", "decode", "line"),
+    [
+        ({}, "breakable", "full", None),
+        ({"enable_torch_compile": True, "enable_dp_attention": True}, "breakable", "full", None),
+        ({"disable_cuda_graph": True}, "disabled", "disabled", None),
+        ({"disable_cuda_graph": True, "cuda_graph_backend_prefill": "full"}, "full", "disabled", None),
+        ({"disable_prefill_cuda_graph": True}, "disabled", "full", None),
+        ({"cuda_graph_backend_decode": "disabled"}, "breakable", "disabled", None),
+        ({"pp_size": 2}, "disabled", "full", "Disabling breakable prefill CUDA graph by default for pipeline"),
+        ({"pp_size": 2, "cuda_graph_backend_prefill": "breakable"}, "breakable", "full", None),
+        ({"enable_two_batch_overlap": True}, "disabled", "full",
+         "Breakable CUDA graph is incompatible with two-batch overlap; disabling prefill CUDA graph."),
+        ({"attn_cp_size": 2}, "disabled", "full", None),
+    ],
+)
+def test_new_family_graph_plan(args, prefill, decode, line):
+    plan = sglang_rules.new_graph_plan(args)
+    assert (plan["prefill"], plan["decode"]) == (prefill, decode)
+    if line is None:
+        assert plan["main_lines"] == []
+    else:
+        assert len(plan["main_lines"]) == 1 and plan["main_lines"][0].startswith(line)
+    assert plan["prefill_num_tokens"][-1] == 8192 and plan["decode_bs"][-1] == 256
+
+
+def test_new_family_kv_cache_message_is_the_recorded_one():
+    text = (FIXTURES / "probe-0.5.17-h200-tp1" / "server_tiny_mem.log").read_text()
+    recorded = next(line for line in text.splitlines() if line.startswith("ValueError: "))
+    kind, message = sglang_rules.kv_cache_error(True, 1e-05, {"minimum": 0.0006, "suggested": 0.001})
+    assert f"{kind}: {message}" == recorded
+    kind, message = sglang_rules.kv_cache_error(False, 1e-05, {"minimum": 0.0006, "suggested": 0.001})
+    assert (kind, message) == ("RuntimeError", "Not enough memory. Please try to increase --mem-fraction-static. "
+                                               "Current value: mem_fraction_static=1e-05")
+
+
+def test_stream_error_bodies():
+    text = (FIXTURES / "probe-0.5.17-h200-tp1" / "generate_stream_too_long.txt").read_text()
+    recorded = json.loads(text.splitlines()[0][len("data: "):])
+    message = recorded["error"]["message"]
+    assert sglang_rules.stream_error_body(True, message) == recorded
+    assert sglang_rules.stream_error_body(False, message) == {"error": {"message": message}}

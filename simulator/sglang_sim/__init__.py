@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """sglang-sim: a SYNTHETIC SGLang-protocol simulator.
 
 It speaks SGLang's command line, process titles, log lines and HTTP API so

@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The simulator's own knobs, read from SGLANG_SIM_* environment variables.
 
 The command line mirrors SGLang's exactly, so everything that is the
@@ -26,6 +28,11 @@ DEFAULT_FAULT_AFTER = 10
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
+# SGLang's own variables (EnvBool, default True since 0.5.11; srt/environ.py): with either on, the
+# main process sleeps 5 s before its crash diagnostics when a child fails while serving.
+CRASH_DIAGNOSTICS_VARS = ("SGLANG_PYSPY_DUMP_BEFORE_CRASH", "SGLANG_CUDA_COREDUMP_BEFORE_CRASH")
+_SGLANG_TRUE = {"true", "1", "yes", "y"}
+_SGLANG_FALSE = {"false", "0", "no", "n"}
 
 
 class ConfigError(ValueError):
@@ -52,6 +59,12 @@ class SimConfig:
     fault_after: int = DEFAULT_FAULT_AFTER
     tokenizer: str | None = None
     gpu: GpuConfig = field(default_factory=GpuConfig)
+    crash_diagnostics: bool = True  # SGLang's SGLANG_PYSPY_DUMP_BEFORE_CRASH / ..._CUDA_COREDUMP_...
+
+    @property
+    def diagnostics_sleep_seconds(self) -> float:
+        """SGLang's 5 s sleep before crash diagnostics, divided by SGLANG_SIM_SPEED (0 when off)."""
+        return 5.0 / self.speed if self.crash_diagnostics else 0.0
 
     def has(self, fault: str) -> bool:
         return fault in self.faults
@@ -66,6 +79,7 @@ class SimConfig:
             "tokenizer": self.tokenizer,
             "gpu_mem_mb": self.gpu.mem_mb,
             "nccl_allreduce": self.gpu.nccl_allreduce,
+            "crash_diagnostics_sleep_s": self.diagnostics_sleep_seconds,
         }
 
 
@@ -108,6 +122,19 @@ def _boolean(env: Mapping[str, str], name: str) -> bool:
     raise ConfigError(f"{name}={env.get(name)!r} is not a boolean (use 1 or 0)")
 
 
+def _sglang_boolean(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """SGLang's EnvBool: unset is the default; true/1/yes/y or false/0/no/n, any case."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in _SGLANG_TRUE:
+        return True
+    if value in _SGLANG_FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a valid boolean value (SGLang's EnvBool)")
+
+
 def parse_faults(raw: str) -> frozenset[str]:
     """'hang, ignore_sigterm' -> {'hang', 'ignore_sigterm'}; unknown names fail."""
     names = [part.strip() for part in raw.split(",") if part.strip()]
@@ -132,4 +159,5 @@ def parse_env(env: Mapping[str, str]) -> SimConfig:
             mem_mb=_integer(env, "SGLANG_SIM_GPU_MEM_MB", 0, 0),
             nccl_allreduce=_boolean(env, "SGLANG_SIM_NCCL_ALLREDUCE"),
         ),
+        crash_diagnostics=any([_sglang_boolean(env, name, True) for name in CRASH_DIAGNOSTICS_VARS]),
     )

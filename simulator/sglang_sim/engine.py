@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The SYNTHETIC continuous-batching engine (runs in the main process).
 
 One asyncio task plays SGLang's scheduler loop: requests wait in a queue,

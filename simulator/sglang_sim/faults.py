@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # ruff: noqa: E501 - the tracebacks below are kept verbatim, one message per line
 """Text the fault modes print: SYNTHETIC reproductions of real crash output.
 
@@ -146,3 +148,69 @@ For debugging consider passing CUDA_LAUNCH_BLOCKING=1
 Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
 
 """
+
+
+def kv_cache_no_memory_traceback(new_family: bool, kind: str, message: str) -> str:
+    """--mem-fraction-static too small: the weights leave nothing for the KV cache (``kind`` and
+    ``message`` from sglang_rules.kv_cache_error).
+
+    New family: the frames real SGLang 0.5.17 printed (server_tiny_mem.log). The pin: 0.5.10.post1's
+    call path (line numbers from its wheel) ending in MemoryPoolConfig's RuntimeError. Not an
+    injected fault: a command line the simulator rejects as SGLang does.
+    """
+    sp = _site()
+    if new_family:
+        frames = f"""  File "{sp}/sglang/srt/managers/scheduler.py", line 4931, in run_scheduler_process
+    scheduler = Scheduler(
+                ^^^^^^^^^^
+  File "{sp}/sglang/srt/managers/scheduler.py", line 498, in __init__
+    self.init_model_worker()
+  File "{sp}/sglang/srt/managers/scheduler.py", line 981, in init_model_worker
+    self.init_memory_pools()
+  File "{sp}/sglang/srt/managers/scheduler.py", line 953, in init_memory_pools
+    self.init_target_memory_pool()
+  File "{sp}/sglang/srt/managers/scheduler.py", line 949, in init_target_memory_pool
+    self.tp_worker.alloc_memory_pool()
+  File "{sp}/sglang/srt/managers/tp_worker.py", line 399, in alloc_memory_pool
+    self.model_runner.alloc_memory_pool(memory_pool_config)
+  File "{sp}/sglang/srt/model_executor/model_runner.py", line 775, in alloc_memory_pool
+    result = self.kv_cache_configurator.configure(
+             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "{sp}/sglang/srt/mem_cache/kv_cache_configurator.py", line 247, in configure
+    config = self._resolve_memory_pool_config(pre_model_load_memory)
+             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "{sp}/sglang/srt/mem_cache/kv_cache_configurator.py", line 1782, in _resolve_memory_pool_config
+    available_bytes = self._profile_available_bytes(pre_model_load_memory)
+                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "{sp}/sglang/srt/mem_cache/kv_cache_configurator.py", line 1647, in _profile_available_bytes
+    raise ValueError(
+"""
+    else:
+        frames = f"""  File "{sp}/sglang/srt/managers/scheduler.py", line 3600, in run_scheduler_process
+    scheduler = Scheduler(
+                ^^^^^^^^^^
+  File "{sp}/sglang/srt/managers/scheduler.py", line 385, in __init__
+    self.init_model_worker()
+  File "{sp}/sglang/srt/managers/scheduler.py", line 632, in init_model_worker
+    self.init_tp_model_worker()
+  File "{sp}/sglang/srt/managers/scheduler.py", line 600, in init_tp_model_worker
+    self.tp_worker = TpModelWorker(**worker_kwargs)
+                     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "{sp}/sglang/srt/managers/tp_worker.py", line 344, in __init__
+    self._model_runner = ModelRunner(
+                         ^^^^^^^^^^^^
+  File "{sp}/sglang/srt/model_executor/model_runner.py", line 427, in __init__
+    self.initialize(pre_model_load_memory)
+  File "{sp}/sglang/srt/model_executor/model_runner.py", line 623, in initialize
+    self.init_memory_pool(pre_model_load_memory)
+  File "{sp}/sglang/srt/model_executor/model_runner_kv_cache_mixin.py", line 899, in init_memory_pool
+    self.memory_pool_config = self._resolve_memory_pool_config(
+                              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "{sp}/sglang/srt/model_executor/model_runner_kv_cache_mixin.py", line 885, in _resolve_memory_pool_config
+    return MemoryPoolConfig(
+           ^^^^^^^^^^^^^^^^^
+  File "<string>", line 8, in __init__
+  File "{sp}/sglang/srt/model_executor/model_runner_kv_cache_mixin.py", line 60, in __post_init__
+    raise RuntimeError(msg)
+"""
+    return f"Scheduler hit an exception: Traceback (most recent call last):\n{frames}{kind}: {message}\n"

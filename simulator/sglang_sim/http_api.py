@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """SGLang's HTTP API, answered by the SYNTHETIC engine (aiohttp).
 
 Shapes follow SGLang 0.5.10's entrypoints/http_server.py and the fields its
@@ -6,8 +8,9 @@ lines ending in ``data: [DONE]``, ``text`` cumulative, ``meta_info`` with
 prompt_tokens / completion_tokens / cached_tokens / finish_reason / id /
 e2e_latency), the OpenAI-compatible /v1/completions and
 /v1/chat/completions, /health, /health_generate, /model_info,
-/server_info, /v1/models, /flush_cache and /get_load. Every body that
-carries numbers also says ``"synthetic": true``.
+/server_info, /v1/models, /flush_cache and /get_load. A streamed /generate
+that fails validation answers HTTP 200 with an error chunk, as SGLang does.
+Every body that carries numbers also says ``"synthetic": true``.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ from aiohttp import web
 
 from .engine import Engine, GenRequest, request_seed
 from .logs import uvicorn_logger
+from .sglang_rules import stream_error_body
 
 logger = logging.getLogger("sglang_sim")
 
+# LOADING: the warm-up request runs (the port is bound only after the load, as in SGLang)
 LOADING, READY, HANG, DRAINING = "loading", "ready", "hang", "draining"
+HEALTH_PATHS = ("/health", "/health_generate")
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's SamplingParams default
 OPENAI_COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 
@@ -53,6 +59,11 @@ class ServerState:
     @property
     def context_len(self) -> int:
         return int(self.info["context_len"])
+
+    @property
+    def new_family(self) -> bool:
+        """SGLang 0.5.11 and later (sglang_rules.is_new_family)."""
+        return bool(self.info.get("new_family"))
 
 
 def _dumps(data: Any) -> bytes:
@@ -90,17 +101,14 @@ async def access_log(request: web.Request, handler):
 
 
 def _gate(state: ServerState):
-    """503 while loading/draining; never answer under the hang fault."""
+    """/health and /health_generate: 503 during the warm-up request and while draining (every
+    other endpoint answers, as recorded on 0.5.17); under the hang fault nothing is answered."""
 
     @web.middleware
     async def gate(request: web.Request, handler):
         if state.status == HANG:
             await _never()
-        if state.status == LOADING:
-            return _json(
-                {"error": "server is loading (sglang-sim, synthetic)", "synthetic": True}, 503
-            )
-        if state.status == DRAINING and request.path.startswith("/health"):
+        if state.status in (LOADING, DRAINING) and request.path in HEALTH_PATHS:
             return web.Response(status=503)
         return await handler(request)
 
@@ -393,12 +401,28 @@ def build_app(state: ServerState) -> web.Application:
             )
         return _json(model_card())
 
+    async def stream_error(request, message: str) -> web.StreamResponse:
+        """http_server.py stream_results: the validation error comes inside an HTTP 200 stream
+        (recorded on 0.5.17: generate_stream_too_long.txt), then ``data: [DONE]``."""
+        response = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        await response.write(b"data: " + _dumps(stream_error_body(state.new_family, message)) + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
     @routes.route("*", "/generate")
     async def generate(request):
         if request.method not in ("POST", "PUT"):
             raise web.HTTPMethodNotAllowed(request.method, ["POST", "PUT"])
         try:
             body = await _body(request)
+        except ValueError as exc:
+            logger.error(f"[http_server] Error: {exc}")
+            return _json({"error": {"message": str(exc)}}, 400)
+        try:
             params = body.get("sampling_params") or {}
             if not isinstance(params, dict):
                 raise ValueError("sampling_params must be an object")
@@ -427,6 +451,8 @@ def build_app(state: ServerState) -> web.Application:
                 ]
         except ValueError as exc:
             logger.error(f"[http_server] Error: {exc}")
+            if body.get("stream"):
+                return await stream_error(request, str(exc))
             return _json({"error": {"message": str(exc)}}, 400)
 
         if body.get("stream"):

@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """SYNTHETIC stand-in for ``python -m sglang.launch_server``.
 
     PYTHONPATH=simulator python -m sglang_sim.launch_server --model-path DIR --tp-size 8 ...

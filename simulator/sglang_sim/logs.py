@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Log lines in SGLang's format.
 
 SGLang configures ``logging.basicConfig(format="[%(asctime)s{prefix}]

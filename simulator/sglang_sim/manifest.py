@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build the simulator's command line from a flag manifest.
 
 The manifest (``data/flag_manifests/sglang-<version>.json``, written by

@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The simulator's child processes: schedulers, detokenizer, DP controller.
 
 Each sets the process title SGLang sets (``sglang::scheduler_TP3``,
@@ -33,12 +35,20 @@ from typing import Any
 
 import setproctitle
 
-from . import faults, logs
+from . import faults, logs, sglang_rules
 
 logger = logging.getLogger("sglang_sim")
 
 # Synthetic device numbers for the log lines (RTX PRO 6000 Blackwell: 96 GB).
 SYNTH_GPU_TOTAL_GB = 94.97
+SYNTH_INIT_GB = 0.53  # "Init torch distributed ends. ... mem usage=0.53 GB"
+SYNTH_WEIGHTS_GB_TP1 = 62.40  # weights per GPU at --tp-size 1; divided by the TP size
+DEFAULT_MEM_FRACTION = 0.88
+
+
+def synthetic_weights_gb(args: dict) -> float:
+    """The simulated model's weights on one GPU (SYNTHETIC)."""
+    return SYNTH_WEIGHTS_GB_TP1 / max(int(args.get("tp_size") or 1), 1)
 # GPU-mode objects (device memory) that must live as long as the process.
 _KEEP_ALIVE: list = []
 
@@ -147,14 +157,107 @@ def _avail_gb(spec: dict, ctx: dict, used_gb: float) -> float:
 
 
 def _crash(ctx: dict, text: str, fault: str) -> None:
-    """SGLang's scheduler failure path: log, SIGQUIT the main process, wait."""
+    """An injected fault: its marker line, then SGLang's scheduler failure path."""
     logs.raw(faults.injected_marker(fault))
+    _fail(ctx, text)
+
+
+def _fail(ctx: dict, text: str) -> None:
+    """SGLang's run_scheduler_process on an exception: log it, SIGQUIT the main process, wait."""
     logger.error(text)
     try:
         os.kill(ctx["main_pid"], signal.SIGQUIT)
     except ProcessLookupError:
         pass
     _idle_forever()
+
+
+def _sleep_phase(load: float) -> None:
+    time.sleep(load * 0.1)
+
+
+def _pin_graphs(spec: dict, ctx: dict, graphs: dict, used: float, load: float, first: bool) -> float:
+    """0.5.10.post1's model_runner: init_cuda_graphs (decode), then init_piecewise_cuda_graphs."""
+    if graphs["decode"]:  # --disable-cuda-graph: init_cuda_graphs returns without a line
+        tic_graph = time.perf_counter()
+        logger.info(
+            "Capture cuda graph begin. This can take up to several minutes. "
+            f"avail mem={_avail_gb(spec, ctx, used):.2f} GB"
+        )
+        if first:
+            logger.info(f"Capture cuda graph bs {ctx['capture_bs']}")
+        _sleep_phase(load)
+        used += 0.85
+        logger.info(
+            f"Capture cuda graph end. Time elapsed: {time.perf_counter() - tic_graph:.2f} s. "
+            f"mem usage=0.85 GB. avail mem={_avail_gb(spec, ctx, used):.2f} GB."
+        )
+    else:
+        _sleep_phase(load)
+
+    if not graphs["piecewise"]:
+        # the flag or an auto-disable rule (which sets the flag): the same line either way
+        logger.info(sglang_rules.PIECEWISE_DISABLED_LINE)
+        if "crash_on_load" in ctx["faults"]:
+            _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
+        _sleep_phase(load)
+        return used
+    tic_pcg = time.perf_counter()
+    logger.info(f"Capture piecewise CUDA graph begin. avail mem={_avail_gb(spec, ctx, used):.2f} GB")
+    if "crash_on_load" in ctx["faults"]:
+        time.sleep(load * 0.05)
+        for line in faults.dynamo_warning_lines():
+            logs.raw(line)
+        _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
+    _sleep_phase(load)
+    used += 0.40
+    logger.info(
+        f"Capture piecewise CUDA graph end. Time elapsed: {time.perf_counter() - tic_pcg:.2f} s. "
+        f"mem usage=0.40 GB. avail mem={_avail_gb(spec, ctx, used):.2f} GB."
+    )
+    return used
+
+
+def _new_family_graphs(spec: dict, ctx: dict, graphs: dict, used: float, load: float) -> float:
+    """0.5.17 (recorded, server_cudagraph.log): target prefill capture, then target decode capture."""
+    if graphs["prefill"] == "disabled":
+        logger.info(sglang_rules.PREFILL_DISABLED_LINE)
+        if "crash_on_load" in ctx["faults"]:
+            _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
+        _sleep_phase(load)
+    else:
+        tic = time.perf_counter()
+        before = _avail_gb(spec, ctx, used)
+        logger.info(
+            f"Capture target prefill CUDA graph begin. backend={graphs['prefill']}, "
+            f"num_tokens={graphs['prefill_num_tokens']}, avail mem={before:.2f} GB"
+        )
+        if "crash_on_load" in ctx["faults"]:
+            time.sleep(load * 0.05)
+            for line in faults.dynamo_warning_lines():
+                logs.raw(line)
+            _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
+        _sleep_phase(load)
+        used += 0.40
+        logger.info(
+            f"Capture target prefill CUDA graph end. elapsed={time.perf_counter() - tic:.2f} s, "
+            f"mem usage=0.40 GB, avail mem={_avail_gb(spec, ctx, used):.2f} GB."
+        )
+    if graphs["decode"] == "disabled":  # no line (capture_decode_graph returns)
+        _sleep_phase(load)
+        return used
+    tic = time.perf_counter()
+    logger.info(
+        f"Capture target decode CUDA graph begin. backend={graphs['decode']}, num_tokens_per_req=1, "
+        f"bs={graphs['decode_bs']}, avail mem={_avail_gb(spec, ctx, used):.2f} GB"
+    )
+    _sleep_phase(load)
+    used += 0.85
+    logger.info(
+        f"Capture target decode CUDA graph end. elapsed={time.perf_counter() - tic:.2f} s, "
+        f"mem usage=0.85 GB, avail mem={_avail_gb(spec, ctx, used):.2f} GB."
+    )
+    return used
 
 
 def run_scheduler(spec: dict, ctx: dict, conn) -> None:
@@ -174,11 +277,12 @@ def run_scheduler(spec: dict, ctx: dict, conn) -> None:
         time.sleep(load * 0.1)
         logger.info(
             f"Init torch distributed ends. elapsed={time.perf_counter() - tic:.2f} s, "
-            "mem usage=0.53 GB"
+            f"mem usage={SYNTH_INIT_GB:.2f} GB"
         )
 
-        weights_gb = 62.40 / max(int(args.get("tp_size") or 1), 1)
-        logger.info(f"Load weight begin. avail mem={_avail_gb(spec, ctx, 0.53):.2f} GB")
+        weights_gb = synthetic_weights_gb(args)
+        pre_load_gb = SYNTH_GPU_TOTAL_GB - SYNTH_INIT_GB
+        logger.info(f"Load weight begin. avail mem={_avail_gb(spec, ctx, SYNTH_INIT_GB):.2f} GB")
         shards = ctx["shards"]
         tic_load = time.perf_counter()
         for done in range(shards + 1):
@@ -191,14 +295,19 @@ def run_scheduler(spec: dict, ctx: dict, conn) -> None:
                 )
             if done < shards:
                 time.sleep(load * 0.6 / shards)
-        used = 0.53 + weights_gb
+        used = SYNTH_INIT_GB + weights_gb
+        # 0.5.10.post1 model_runner.load_model and 0.5.17 (recorded): no dtype in this line
         logger.info(
             f"Load weight end. elapsed={time.perf_counter() - tic_load:.2f} s, "
-            f"type={ctx['architecture']}, dtype=torch.bfloat16, "
+            f"type={ctx['architecture']}, "
             f"avail mem={_avail_gb(spec, ctx, used):.2f} GB, mem usage={weights_gb:.2f} GB."
         )
 
-        fraction = float(args.get("mem_fraction_static") or 0.88)
+        fraction = float(args.get("mem_fraction_static") or DEFAULT_MEM_FRACTION)
+        shortfall = sglang_rules.kv_cache_shortfall(pre_load_gb, weights_gb, fraction)
+        if shortfall is not None:
+            kind, message = sglang_rules.kv_cache_error(ctx["new_family"], fraction, shortfall)
+            _fail(ctx, faults.kv_cache_no_memory_traceback(ctx["new_family"], kind, message))
         kv_gb = max(SYNTH_GPU_TOTAL_GB * fraction - used, 1.0)
         time.sleep(load * 0.1)
         logger.info(
@@ -208,47 +317,11 @@ def run_scheduler(spec: dict, ctx: dict, conn) -> None:
         used += kv_gb
         logger.info(f"Memory pool end. avail mem={_avail_gb(spec, ctx, used):.2f} GB")
 
-        if args.get("disable_cuda_graph"):
-            logger.info("Disable cuda graph because --disable-cuda-graph is set")
-            time.sleep(load * 0.1)
+        graphs = ctx["graphs"]
+        if ctx["new_family"]:
+            used = _new_family_graphs(spec, ctx, graphs, used, load)
         else:
-            tic_graph = time.perf_counter()
-            logger.info(
-                "Capture cuda graph begin. This can take up to several minutes. "
-                f"avail mem={_avail_gb(spec, ctx, used):.2f} GB"
-            )
-            if first:
-                logger.info(f"Capture cuda graph bs {ctx['capture_bs']}")
-            time.sleep(load * 0.1)
-            used += 0.85
-            logger.info(
-                f"Capture cuda graph end. Time elapsed: {time.perf_counter() - tic_graph:.2f} s. "
-                f"mem usage=0.85 GB. avail mem={_avail_gb(spec, ctx, used):.2f} GB."
-            )
-
-        if args.get("disable_piecewise_cuda_graph"):
-            logger.info(
-                "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set"
-            )
-            if "crash_on_load" in ctx["faults"]:
-                _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
-            time.sleep(load * 0.1)
-        else:
-            tic_pcg = time.perf_counter()
-            logger.info(
-                f"Capture piecewise CUDA graph begin. avail mem={_avail_gb(spec, ctx, used):.2f} GB"
-            )
-            if "crash_on_load" in ctx["faults"]:
-                time.sleep(load * 0.05)
-                for line in faults.dynamo_warning_lines():
-                    logs.raw(line)
-                _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
-            time.sleep(load * 0.1)
-            used += 0.40
-            logger.info(
-                f"Capture piecewise CUDA graph end. Time elapsed: {time.perf_counter() - tic_pcg:.2f} s. "
-                f"mem usage=0.40 GB. avail mem={_avail_gb(spec, ctx, used):.2f} GB."
-            )
+            used = _pin_graphs(spec, ctx, graphs, used, load, first)
 
         if first:
             logger.info(
@@ -261,12 +334,7 @@ def run_scheduler(spec: dict, ctx: dict, conn) -> None:
             )
         conn.send({"status": "ready", "index": spec["index"], "pid": os.getpid()})
     except Exception:  # noqa: BLE001 - SGLang's run_scheduler_process does the same
-        logger.error(f"Scheduler hit an exception: {traceback.format_exc()}")
-        try:
-            os.kill(ctx["main_pid"], signal.SIGQUIT)
-        except ProcessLookupError:
-            pass
-        _idle_forever()
+        _fail(ctx, f"Scheduler hit an exception: {traceback.format_exc()}")
 
     _wait_for_commands(conn)
     _crash(ctx, faults.scheduler_runtime_traceback(), "crash_after_requests")

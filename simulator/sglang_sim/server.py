@@ -1,12 +1,17 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The simulator's main process: process tree, HTTP server, fault modes.
 
 Started by ``sglang_sim.launch_server`` after the command line is parsed. It
-starts SGLang's process tree (``sglang::scheduler_TP<i>``,
+starts SGLang's process tree (``sglang::scheduler[_TP<i>]``,
 ``sglang::detokenizer``, ``sglang::data_parallel_controller``), waits for the
-schedulers to "load", serves SGLang's HTTP API on --host/--port with tokens
-from the SYNTHETIC engine, and handles SIGTERM / SIGQUIT the way SGLang's
-launch and running phases do. The helpers at the top are pure and
-unit-tested.
+schedulers to "load", only then binds --host/--port (real SGLang refuses
+connections while it loads), holds /health at 503 during the warm-up request,
+serves SGLang's HTTP API with tokens from the SYNTHETIC engine, and handles
+SIGTERM / SIGQUIT the way SGLang's launch and running phases do, down to the
+5 s sleep before crash diagnostics (scaled by SGLANG_SIM_SPEED). Behaviour
+that differs between SGLang releases comes from sglang_rules. The helpers at
+the top are pure and unit-tested.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ import os
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from . import SIM_NAME, SIM_VERSION, logs, procs
+from . import SIM_NAME, SIM_VERSION, logs, procs, sglang_rules
 from .config import ConfigError, SimConfig
 from .engine import Engine, GenRequest
 from .http_api import DRAINING, HANG, LOADING, READY, ServerState, build_app
@@ -41,6 +47,9 @@ DEFAULT_SHARDS = 8
 KV_BYTES_PER_TOKEN_PER_GPU = 36_000  # invented: sizes the synthetic KV cache
 DRAIN_POLL_SECONDS = 5.0  # SGLang's sigterm_watchdog polls every 5 s
 WATCHDOG_SECONDS = 1.0  # SGLang's SubprocessWatchdog interval
+# The warm-up request (unless --skip-server-warmup) holds /health at 503 for this share of
+# SGLANG_SIM_LOAD_SECONDS, after the load (recorded on 0.5.17: ~9 s after ~47 s of loading).
+WARMUP_SHARE = 0.2
 
 
 def fail(message: str, code: int = 2) -> NoReturn:  # noqa: F821 - typing only
@@ -90,10 +99,23 @@ def count_shards(args: dict) -> int:
 
 def kv_cache_tokens(args: dict) -> int:
     """Synthetic max_total_num_tokens from --mem-fraction-static and --tp-size."""
-    tp = max(int(args.get("tp_size") or 1), 1)
-    fraction = float(args.get("mem_fraction_static") or 0.88)
-    kv_gb = max(procs.SYNTH_GPU_TOTAL_GB * fraction - 0.53 - 62.40 / tp, 1.0)
+    fraction = float(args.get("mem_fraction_static") or procs.DEFAULT_MEM_FRACTION)
+    kv_gb = max(procs.SYNTH_GPU_TOTAL_GB * fraction - procs.SYNTH_INIT_GB - procs.synthetic_weights_gb(args), 1.0)
     return int(kv_gb * 1e9 / KV_BYTES_PER_TOKEN_PER_GPU)
+
+
+def kv_cache_min_fraction(args: dict) -> float:
+    """The --mem-fraction-static at or below which the simulated start-up fails like SGLang's:
+    synthetic weights / memory before the weights (SGLang's ``1 - available/pre``)."""
+    pre = procs.SYNTH_GPU_TOTAL_GB - procs.SYNTH_INIT_GB
+    return procs.synthetic_weights_gb(args) / pre
+
+
+def graph_plan(args: dict, model_config: dict, new_family: bool) -> dict:
+    """What the schedulers capture (sglang_rules), for the manifest's SGLang family."""
+    if new_family:
+        return sglang_rules.new_graph_plan(args)
+    return sglang_rules.pin_graph_plan(args, model_config)
 
 
 def capture_batch_sizes(args: dict) -> list[int]:
@@ -135,8 +157,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
 # --- process tree -------------------------------------------------------------------
 
 
-def kill_process_tree(skip: set[int], include_parent: bool) -> None:
-    """SGLang's kill_process_tree: SIGKILL every descendant, then maybe itself."""
+def kill_process_tree(skip: set[int], include_parent: bool, log: bool = False) -> None:
+    """SGLang's kill_process_tree: SIGKILL every descendant, then maybe itself. ``log``: its first
+    line, which SGLang logs since 0.5.11 (0.5.17 recorded, 0.5.23 utils/common.py; not 0.5.10.post1)."""
+    if log:
+        pid = os.getpid()
+        logger.info(f"kill_process_tree called: parent_pid={pid}, include_parent={include_parent}, pid={pid}")
     try:
         children = psutil.Process().children(recursive=True)
     except psutil.Error:
@@ -154,15 +180,36 @@ def kill_process_tree(skip: set[int], include_parent: bool) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def live_schedulers() -> list[psutil.Process]:
+    """SGLang's collect_scheduler_processes: descendants titled sglang::scheduler*."""
+    found = []
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return found
+    for child in children:
+        try:
+            if " ".join(child.cmdline()).startswith("sglang::scheduler"):
+                found.append(child)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
 class Server:
     def __init__(self, args: dict, cfg: SimConfig, manifest: dict):
         self.args = args
         self.cfg = cfg
         self.manifest = manifest
+        self.new_family = sglang_rules.is_new_family(manifest.get("sglang_version"))
         self.topology = build_topology(args)
         self.model = build_model(args)
         self.codec = TextCodec(resolve_tokenizer_dir(cfg, args))
         model_config = read_model_config(args)
+        self.graphs = graph_plan(args, model_config, self.new_family)
+        if not self.new_family and not self.graphs["piecewise"] and "disable_piecewise_cuda_graph" in args:
+            args["disable_piecewise_cuda_graph"] = True  # ServerArgs._handle_piecewise_cuda_graph sets it
+        self.quitting = False
         self.context_len = int(
             args.get("context_length") or model_config.get("max_position_embeddings")
             or DEFAULT_CONTEXT_LEN
@@ -185,6 +232,7 @@ class Server:
             self.engine,
             {
                 "version": manifest.get("sglang_version"),
+                "new_family": self.new_family,
                 "context_len": self.context_len,
                 "max_total_num_tokens": self.max_total_num_tokens,
                 "max_req_input_len": self.context_len - 1,
@@ -227,6 +275,8 @@ class Server:
             "max_running_requests": self.model.max_running_requests,
             "context_len": self.context_len,
             "capture_bs": capture_batch_sizes(self.args),
+            "new_family": self.new_family,
+            "graphs": self.graphs,
         }
 
     def start_children(self) -> None:
@@ -316,13 +366,31 @@ class Server:
     # --- signals ----------------------------------------------------------------
 
     def on_sigquit(self, signum, frame) -> None:
+        if self.quitting:
+            return
+        self.quitting = True
         if self.phase == "launch":
             logger.error("Received sigquit from a child process. It usually means the child failed.")
-        else:
-            logger.error(
-                f"SIGQUIT received. {signum=}, {frame=}. It usually means one child failed."
-            )
-        kill_process_tree(self.skip_pids(), include_parent=True)
+            kill_process_tree(self.skip_pids(), include_parent=True, log=self.new_family)
+            return
+        # running_phase_sigquit_handler, installed with loop.add_signal_handler: no signum, no frame
+        logger.error("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+        self.crash_diagnostics()
+        kill_process_tree(self.skip_pids(), include_parent=True, log=self.new_family)
+
+    def crash_diagnostics(self) -> None:
+        """SGLang's dump_requests_before_crash (0.5.17 recorded, 0.5.23 tokenizer_manager.py): with
+        SGLANG_PYSPY_DUMP_BEFORE_CRASH or SGLANG_CUDA_COREDUMP_BEFORE_CRASH on (the default), it
+        sleeps 5 s, blocking the event loop (the port stays bound, nothing is answered), then looks
+        for live schedulers. Here the sleep is 5 s / SGLANG_SIM_SPEED; the py-spy dump and CUDA
+        coredump of schedulers still alive are not simulated."""
+        sleep = self.cfg.diagnostics_sleep_seconds
+        if sleep <= 0:
+            return
+        logger.info("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+        time.sleep(sleep)
+        if not live_schedulers():
+            logger.error("No live scheduler processes found; skipping py-spy and CUDA coredump.")
 
     def on_sigterm(self, signum, frame) -> None:
         if self.phase == "launch":
@@ -331,11 +399,10 @@ class Server:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
-        if self.state.status == DRAINING:
+        if self.state.status == DRAINING or self.quitting:
             return
-        logger.warning(
-            f"SIGTERM received. {signum=} {frame=}. Draining requests and shutting down..."
-        )
+        # sigterm_handler, installed with loop.add_signal_handler: no signum, no frame
+        logger.warning("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
         previous = self.state.status
         self.state.status = DRAINING
         self.loop.call_soon_threadsafe(self._start_drain, previous)
@@ -347,6 +414,8 @@ class Server:
         poll = max(DRAIN_POLL_SECONDS / self.cfg.speed, 0.05)
         await asyncio.sleep(poll)
         while True:
+            if self.check_children():  # a SIGTERM to the whole group killed the schedulers too
+                return
             rids = [r.rid for r in self.state.in_flight if not r.finished]
             logger.info(
                 f"Gracefully exiting... Remaining number of requests {len(rids)}. "
@@ -355,22 +424,28 @@ class Server:
             if not rids or previous == HANG:
                 break
             await asyncio.sleep(poll)
-        kill_process_tree(self.skip_pids(), include_parent=True)
+        kill_process_tree(self.skip_pids(), include_parent=True, log=self.new_family)
+
+    def check_children(self) -> bool:
+        """SGLang's SubprocessWatchdog check: a child that died (not exit code 0) is logged and
+        the main process SIGQUITs itself. Returns whether it did."""
+        if self.quitting:
+            return True
+        for name, proc in self.procs:
+            if proc.is_alive() or proc.exitcode == 0 or proc.pid == self.stubborn_pid:
+                continue
+            logger.error(
+                f"Subprocess {name} (pid={proc.pid}) crashed with exit code "
+                f"{proc.exitcode}. Triggering SIGQUIT for cleanup..."
+            )
+            os.kill(os.getpid(), signal.SIGQUIT)
+            return True
+        return False
 
     async def watchdog(self) -> None:
-        while True:
+        """Every WATCHDOG_SECONDS (SGLang: 1 s, a thread), until it has fired once."""
+        while not self.check_children():
             await asyncio.sleep(WATCHDOG_SECONDS)
-            for name, proc in self.procs:
-                if proc.is_alive() or proc.exitcode == 0:
-                    continue
-                if proc.pid == self.stubborn_pid:
-                    continue
-                logger.error(
-                    f"Subprocess {name} (pid={proc.pid}) crashed with exit code "
-                    f"{proc.exitcode}. Triggering SIGQUIT for cleanup..."
-                )
-                os.kill(os.getpid(), signal.SIGQUIT)
-                return
 
     # --- faults -------------------------------------------------------------------
 
@@ -396,7 +471,15 @@ class Server:
         signal.signal(signal.SIGQUIT, self.on_sigquit)
         signal.signal(signal.SIGTERM, self.on_sigterm)
         signal.signal(signal.SIGINT, self.on_sigterm)
+        for line in self.graphs.get("main_lines", []):
+            logger.info(line)
         logger.info(server_args_repr(self.args))
+
+        # Load first: SGLang starts uvicorn only after the schedulers are ready, so the port
+        # refuses connections until then (recorded on 0.5.17: ~47 s).
+        self.start_children()
+        await self.wait_ready()
+        self.phase = "serve"
 
         host = str(self.args.get("host") or "127.0.0.1")
         port = int(self.args.get("port") or 30000)
@@ -410,48 +493,50 @@ class Server:
                 bind_error = bind_error_text(host, port, (exc.strerror or str(exc)).lower(),
                                              exc.errno or 98)
 
-        runner = None
-        if sock is not None:
-            from aiohttp import web
-
-            runner = web.AppRunner(build_app(self.state), access_log=None, handle_signals=False)
-            await runner.setup()
-            await web.SockSite(runner, sock).start()
-
-        self.start_children()
-        await self.wait_ready()
-        self.phase = "serve"
-
         uv = logs.uvicorn_logger
         uv.info(f"Started server process [{os.getpid()}]")
         uv.info("Waiting for application startup.")
-        uv.info("Application startup complete.")
         if bind_error:
+            uv.info("Application startup complete.")
             uv.error(bind_error)
             uv.info("Waiting for application shutdown.")
             uv.info("Application shutdown complete.")
             kill_process_tree(self.skip_pids(), include_parent=False)
             raise SystemExit(1)
+
+        warmup = not self.args.get("skip_server_warmup") and not self.cfg.has("hang")
+        if self.cfg.has("hang"):
+            self.state.status = HANG
+        elif not warmup:
+            # recorded with --skip-server-warmup: ready before uvicorn's last two lines
+            self.state.status = READY
+            logger.info("The server is fired up and ready to roll!")
+        from aiohttp import web
+
+        runner = web.AppRunner(build_app(self.state), access_log=None, handle_signals=False)
+        await runner.setup()
+        await web.SockSite(runner, sock).start()
+        uv.info("Application startup complete.")
         display_host = f"[{host}]" if ":" in host else host
         uv.info(f"Uvicorn running on http://{display_host}:{port} (Press CTRL+C to quit)")
 
         engine_task = asyncio.create_task(self.engine.run())
         watchdog_task = asyncio.create_task(self.watchdog())
 
-        if self.cfg.has("hang"):
-            self.state.status = HANG
-        else:
-            if not self.args.get("skip_server_warmup"):
-                await self._warmup()
+        if warmup:
+            await self._warmup()
             if self.state.status == LOADING:
                 self.state.status = READY
             logger.info("The server is fired up and ready to roll!")
-            if self.cfg.has("crash_after_requests") and self.cfg.fault_after == 0:
-                self.trigger_crash()
+        if not self.cfg.has("hang") and self.cfg.has("crash_after_requests") and self.cfg.fault_after == 0:
+            self.trigger_crash()
         await asyncio.gather(engine_task, watchdog_task)
 
     async def _warmup(self) -> None:
-        """SGLang's warmup: one /generate of 8 tokens (not counted as a request)."""
+        """SGLang's warmup: one /generate of 8 tokens (not counted as a request), while /health
+        and /health_generate answer 503 (WARMUP_SHARE of the load time: the first request's
+        kernels)."""
+        await asyncio.sleep(self.cfg.load_seconds * WARMUP_SHARE)
         req = GenRequest(rid="warmup", prompt_tokens=self.codec.count("The capital city of France is"),
                          max_new_tokens=8)
         self.engine.submit(req)

@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The simulator's SYNTHETIC speed model (see throughput_model.yml).
 
 Pure functions: load the table, match it against parsed server args, and

@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A small, deterministic, SYNTHETIC tokenizer for the simulated model.
 
 ``make_tokenizer(dir)`` writes a Hugging Face tokenizer folder

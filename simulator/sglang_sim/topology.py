@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which scheduler processes SGLang starts for a set of server args.
 
 Mirrors SGLang 0.5.10's launch logic (entrypoints/engine.py,
