@@ -7,7 +7,7 @@ port, so nothing in .work/ or results/ is touched and parallel test runs do not 
 
 One baseline experiment is shared by the module (fixture ``baseline``); every later test reads
 what the ledger held before its run and checks that those bytes are still the ledger's prefix.
-Faults come from the simulator's own knobs (SGLANG_SIM_FAULT through experiment_server_env) or
+Faults come from the simulator's own knobs (SGLANG_SIM_FAULT through sglang_experiment_server_env) or
 from a user tier the simulator rejects requests for (a short --context-length). The stop's
 command-line net (sglang_server_kill_by_pattern) stays off, as inventory/local.yml has it, so
 other simulators on this machine are never touched.
@@ -18,44 +18,35 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
-import sys
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-import ansible.module_utils
-import psutil
 import pytest
-import requests
 import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
-_MU = str(ROOT / "plugins" / "module_utils")
-if _MU not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MU)
-
-from ansible.module_utils import sglang_lock  # noqa: E402
-
-ansible_runner = pytest.importorskip("ansible_runner", reason="ansible-runner is not installed in this venv")
+from ansible.module_utils import sglang_lock
+from conftest import (
+    REPO,
+    ExperimentLab,
+    actions_run,
+    alive,
+    assert_untouched,
+    final_failure,
+    free_port,
+    kill_recorded_sessions,
+    tail,
+    task_results,
+)
 
 pytestmark = pytest.mark.integration
 
-VENV_BIN = Path(sys.executable).parent
-INVENTORY = ROOT / "inventory" / "local.yml"
+INVENTORY = REPO / "inventory" / "local.yml"
 HOST = "sim-local"
-TIERS = yaml.safe_load((ROOT / "data" / "tiers.yml").read_text())["tiers"]
-BENCH_SETTINGS = yaml.safe_load((ROOT / "data" / "benchmark.yml").read_text())
-BENCH_DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_bench" / "defaults" / "main.yml").read_text())
+TIERS = yaml.safe_load((REPO / "data" / "tiers.yml").read_text())["tiers"]
+BENCH_SETTINGS = yaml.safe_load((REPO / "data" / "benchmark.yml").read_text())
+BENCH_DEFAULTS = yaml.safe_load((REPO / "roles" / "sglang_bench" / "defaults" / "main.yml").read_text())
 LOCAL_VARS = yaml.safe_load(INVENTORY.read_text())["all"]["children"]["sglang_nodes"]["vars"]
-CRASH_CLASSES = {entry["class"] for entry in yaml.safe_load((ROOT / "data" / "crash_signatures.yml").read_text())}
+CRASH_CLASSES = {entry["class"] for entry in yaml.safe_load((REPO / "data" / "crash_signatures.yml").read_text())}
 METRICS = ("output_throughput", "total_throughput", "mean_tpot_ms")
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def setting(name):
@@ -70,151 +61,19 @@ def num_prompts(concurrency):
     return max(multiplier * concurrency, floor)
 
 
-@dataclass
-class Lab:
-    root: Path
-    port: int
-    runs: int = 0
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def work(self):
-        return self.root / "work"
-
-    @property
-    def ledger(self):
-        return self.work / "results" / "ledger.jsonl"
-
-    @property
-    def controller_ledger(self):
-        return self.root / "controller-results" / HOST / "ledger.jsonl"
-
-    @property
-    def run_dir(self):
-        return self.work / "run"
-
-    def base_vars(self):
-        return {
-            "sglang_lab_work_dir": str(self.work),
-            "sglang_lab_port": self.port,
-            "sglang_bench_controller_results_dir": str(self.root / "controller-results"),
-        }
-
-    def run(self, playbook="experiment.yml", cmdline=None, **extravars):
-        self.runs += 1
-        private = self.root / f"runner-{self.runs:02d}"
-        private.mkdir()
-        return ansible_runner.run(
-            private_data_dir=str(private),
-            project_dir=str(ROOT),
-            playbook=str(ROOT / "playbooks" / playbook),
-            inventory=str(INVENTORY),
-            extravars={**self.base_vars(), **self.extra, **extravars},
-            cmdline=cmdline,
-            envvars={
-                "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-                "ANSIBLE_NOCOLOR": "1",
-                "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            },
-            quiet=True,
-        )
-
-    def ledger_bytes(self):
-        return self.ledger.read_bytes() if self.ledger.exists() else b""
-
-    def records(self, data=None):
-        data = self.ledger_bytes() if data is None else data
-        return [json.loads(line) for line in data.splitlines() if line.strip()]
-
-    def server(self):
-        path = self.run_dir / "server.json"
-        return json.loads(path.read_text()) if path.exists() else None
-
-    def healthy(self):
-        try:
-            return requests.get(f"http://127.0.0.1:{self.port}/health", timeout=10).status_code == 200
-        except requests.RequestException:
-            return False
-
-    def ensure_server(self):
-        """A healthy server for the tests that check it is left alone (playbooks/start.yml)."""
-        if not (self.healthy() and self.server()):
-            runner = self.run("start.yml", tier="baseline")
-            assert runner.status == "successful", tail(runner)
-        assert self.healthy()
-        return self.server()
-
-
-def tail(runner, size=6000):
-    return runner.stdout.read()[-size:]
-
-
-def events(runner, kinds=("runner_on_ok", "runner_on_failed")):
-    return [e["event_data"] for e in runner.events if e.get("event") in kinds]
-
-
-def task_results(runner, task, kinds=("runner_on_ok",)):
-    return [d["res"] for d in events(runner, kinds) if d.get("task") == task]
-
-
-def actions_run(runner):
-    """Module names of the tasks that ran (ok or failed; skipped ones excluded)."""
-    return {d.get("task_action") for d in events(runner)}
-
-
-def final_failure(runner):
-    failed = events(runner, ("runner_on_failed",))
-    return failed[-1]["res"].get("msg", "") if failed else ""
-
-
 def latest_good_tier(records):
     good = [r["tier"] for r in records if r.get("host") == HOST and r.get("status") == "success"]
     return good[-1] if good else "baseline"
 
 
-def session_pids(sid):
-    pids = []
-    for proc in psutil.process_iter():
-        try:
-            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
-                pids.append(proc.pid)
-        except (OSError, psutil.Error):
-            pass
-    return pids
-
-
-def alive(pid):
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def assert_untouched(lab, before_server, before_ledger, runner):
-    """Nothing was stopped or started, the same server answers, the ledger and lock are as before."""
-    ran = actions_run(runner)
-    assert not ran & {"sglang_server_stop", "sglang_server_start", "sglang_bench", "sglang_ledger_append"}, ran
-    now = lab.server()
-    assert now["pid"] == before_server["pid"] and now["started_at"] == before_server["started_at"]
-    assert alive(now["pid"]) and lab.healthy()
-    assert lab.ledger_bytes() == before_ledger
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(root=tmp_path_factory.mktemp("experiment"), port=free_port())
+    root = tmp_path_factory.mktemp("experiment")
+    lab = ExperimentLab(root=root, port=free_port(), work=root / "work", inventory=INVENTORY)
     yield lab
     # Whatever happened: the verified stop, then a kill of any recorded session that is left.
     lab.run("stop.yml", sglang_server_lock_force=True)
-    for name in ("server.json", "server.last.json"):
-        path = lab.run_dir / name
-        if path.exists():
-            sid = json.loads(path.read_text()).get("sid")
-            for pid in session_pids(sid) if sid else []:
-                try:
-                    os.kill(pid, 9)
-                except OSError:
-                    pass
+    kill_recorded_sessions(lab.run_dir)
 
 
 @pytest.fixture(scope="module")
@@ -267,7 +126,8 @@ def test_flag_tier_after_the_baseline(lab, baseline):
     check_points(record)
 
     # Provenance: what role sglang_launch rendered and the lifecycle started.
-    launch = task_results(runner, "Keep the launch of the tier under test")[0]["ansible_facts"]["experiment_launch"]
+    handed = task_results(runner, "Hand the launch to the benchmark and record steps")[0]
+    launch = handed["ansible_facts"]["__sglang_experiment_launch"]
     assert launch["tier"] == tier and launch["target"] == "simulator"
     for flag in TIERS[tier]["flags_add"]:
         assert flag in launch["argv"]
@@ -314,7 +174,7 @@ def test_crash_at_load_is_recorded_and_the_last_good_tier_restored(lab, baseline
     tier = "t01-piecewise-cuda-graph"
     before = lab.ledger_bytes()
     expected_restore = latest_good_tier(lab.records(before))
-    runner = lab.run(tier=tier, experiment_server_env={"SGLANG_SIM_FAULT": "crash_on_load"})
+    runner = lab.run(tier=tier, sglang_experiment_server_env={"SGLANG_SIM_FAULT": "crash_on_load"})
     assert runner.status == "failed", tail(runner)
 
     assert lab.ledger_bytes().startswith(before)
@@ -349,8 +209,8 @@ def test_crash_mid_benchmark_keeps_the_points_and_is_not_restored(lab, baseline)
     before = lab.ledger_bytes()
     runner = lab.run(
         tier=tier,
-        experiment_restore=False,
-        experiment_server_env={
+        sglang_experiment_restore=False,
+        sglang_experiment_server_env={
             "SGLANG_SIM_FAULT": "crash_after_requests",
             "SGLANG_SIM_FAULT_AFTER": str(answered + 20),
         },
@@ -373,7 +233,7 @@ def test_crash_mid_benchmark_keeps_the_points_and_is_not_restored(lab, baseline)
     assert points[2]["status"] == "failed" and points[2]["failure"]["class"]
 
     message = final_failure(runner)
-    assert "cuda_illegal_memory_access" in message and "off (experiment_restore: false)" in message
+    assert "cuda_illegal_memory_access" in message and "off (sglang_experiment_restore: false)" in message
     # Not restored: no server answers, the crashed tier's record is left for inspection.
     assert not lab.healthy()
     server = lab.server()
@@ -393,10 +253,13 @@ SHORT_CONTEXT_TIER = {
 }
 
 
-def test_incomplete_point_is_recorded_and_the_last_good_tier_restored(lab, baseline):
+def test_a_streamed_error_point_is_recorded_and_the_last_good_tier_restored(lab, baseline):
     before = lab.ledger_bytes()
     expected_restore = latest_good_tier(lab.records(before))
-    # Prompt lengths drawn from 1..1000 tokens against a 512-token context: some get HTTP 400.
+    # Prompt lengths drawn from 1..1000 tokens against a 512-token context. As real SGLang 0.5.17
+    # does (tests/fixtures/real-sglang/), the simulator answers the too-long streamed requests
+    # with HTTP 200 and an error chunk, and bench_serving counts them as completed: the point
+    # must fail all the same, from the server's "[http_server] Error" lines.
     runner = lab.run(
         tier="t90-short-context",
         sglang_launch_extra_tiers=SHORT_CONTEXT_TIER,
@@ -408,14 +271,14 @@ def test_incomplete_point_is_recorded_and_the_last_good_tier_restored(lab, basel
     assert lab.ledger_bytes().startswith(before)
     record = lab.records()[-1]
     assert record["tier"] == "t90-short-context" and record["status"] == "failed"
-    assert record["failure"]["class"] == "incomplete_point" and record["failure"]["step"] == "benchmark"
+    assert record["failure"]["class"] == "streamed_error" and record["failure"]["step"] == "benchmark"
     point = record["points"][0]
-    assert point["status"] == "failed" and point["completed"] < point["num_prompts"]
-    assert point["failed"] == point["num_prompts"] - point["completed"]
-    assert any("context length" in e["error"] for e in point["errors"])
+    assert point["status"] == "failed" and point["completed"] == point["num_prompts"]  # what bench_serving said
+    assert point["failure"]["class"] == "streamed_error"
+    assert any("[http_server] Error" in signal and "context length" in signal for signal in point["failure"]["signals"])
 
     message = final_failure(runner)
-    assert "incomplete_point" in message and f"tier {expected_restore} runs again" in message
+    assert "streamed_error" in message and f"tier {expected_restore} runs again" in message
     server = lab.server()
     assert server["tier"] == expected_restore and alive(server["pid"]) and lab.healthy()
     assert not (lab.run_dir / "sglang.lock").exists()
@@ -504,4 +367,6 @@ def test_a_missing_tier_is_a_clear_error(lab):
     runner = lab.run()
     assert runner.status == "failed"
     assert "Give the tier to run: ansible-playbook playbooks/experiment.yml -e tier=<id>" in final_failure(runner)
-    assert actions_run(runner) <= {"ansible.builtin.assert"}
+    # Only checks ran: the include of the validate step, its argument specs and the tier assert.
+    assert actions_run(runner) <= {"ansible.builtin.assert", "ansible.builtin.validate_argument_spec",
+                                   "ansible.builtin.include_role"}

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 
 import pytest
+import sglang_tiers as st
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "plugins" / "module_utils"))
 
-import sglang_tiers as st  # noqa: E402
 
 DATA = REPO / "data"
 

@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tier catalog logic: compose a launch from the baseline plus a tier, check it.
 
 Pure functions, no Ansible imports, so the same code serves the role's filter
@@ -85,9 +87,47 @@ def env_value(name: str, value: Any) -> str:
     return str(value)
 
 
-def _apply_flags(flags: dict[str, Any], changes: Mapping[str, Any] | None) -> None:
+# Who set a flag of the final launch (compose's flag_sources), in the order they apply.
+SOURCE_BASELINE = "baseline"
+SOURCE_TIER = "tier"
+SOURCE_HOST_OVERRIDE = "host_override"
+
+
+def _apply_flags(
+    flags: dict[str, Any], changes: Mapping[str, Any] | None, sources: dict[str, str], source: str
+) -> None:
     for flag, value in (changes or {}).items():
         flags[flag] = value  # keeps the baseline position when the flag exists
+        sources[flag] = source
+
+
+def _tokens_or_error(flag: str, value: Any) -> list[str] | None:
+    try:
+        return flag_tokens(flag, value)
+    except TierError:
+        return None
+
+
+def flag_conflicts(tier: Mapping[str, Any] | None, flags_override: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Flags that the tier changes and the host override sets to something else.
+
+    The override is applied last, so it would win: the tier's difference (its hypothesis)
+    would silently not be what runs. Each conflict is {flag, tier_value, override_value,
+    tier_field} (tier_field: flags_add, or flags_remove with tier_value None). A flag both
+    set to the same argv tokens (or both dropped) is no conflict.
+    """
+    tier = tier or {}
+    override = flags_override or {}
+    wanted = {flag: ("flags_remove", None) for flag in tier.get("flags_remove") or []}
+    wanted.update({flag: ("flags_add", value) for flag, value in (tier.get("flags_add") or {}).items()})
+    conflicts = []
+    for flag, (field, value) in wanted.items():
+        if flag not in override:
+            continue
+        if _tokens_or_error(flag, value) == _tokens_or_error(flag, override[flag]):
+            continue
+        conflicts.append({"flag": flag, "tier_field": field, "tier_value": value, "override_value": override[flag]})
+    return conflicts
 
 
 def compose(
@@ -99,15 +139,20 @@ def compose(
 ) -> dict[str, Any]:
     """Final launch = baseline, minus/plus the tier's difference, plus host overrides.
 
-    Returns {module, argv, argv_lines, env, flags}. ``argv_lines`` groups each
-    flag with its values (one line each in the launch script).
+    Returns {module, argv, argv_lines, env, flags, flag_sources, flag_conflicts}.
+    ``argv_lines`` groups each flag with its values (one line each in the launch
+    script). ``flag_sources`` names, for every flag of the final argv, who set it:
+    baseline, tier or host_override (sglang_launch_flags_override, with the target's
+    --host and the port). ``flag_conflicts`` lists the flags the tier changes and the
+    host override overrules (flag_conflicts(); the experiment's preflight refuses them).
     """
     tier = tier or {}
     flags: dict[str, Any] = dict(baseline.get("flags") or {})
+    sources: dict[str, str] = {flag: SOURCE_BASELINE for flag in flags}
     for flag in tier.get("flags_remove") or []:
         flags.pop(flag, None)
-    _apply_flags(flags, tier.get("flags_add"))
-    _apply_flags(flags, flags_override)
+    _apply_flags(flags, tier.get("flags_add"), sources, SOURCE_TIER)
+    _apply_flags(flags, flags_override, sources, SOURCE_HOST_OVERRIDE)
     for flag in flags:
         if not isinstance(flag, str) or not FLAG_RE.match(flag):
             raise TierError(f"flag name {flag!r} is not of the form --some-flag")
@@ -129,12 +174,15 @@ def compose(
 
     lines = [tokens for flag, value in flags.items() if (tokens := flag_tokens(flag, value))]
     argv = [tok for line in lines for tok in line]
+    final = {f: v for f, v in flags.items() if v is not None and v is not False}
     return {
         "module": module or baseline.get("module"),
         "argv": argv,
         "argv_lines": lines,
         "env": env,
-        "flags": {f: v for f, v in flags.items() if v is not None and v is not False},
+        "flags": final,
+        "flag_sources": {flag: sources[flag] for flag in final},
+        "flag_conflicts": flag_conflicts(tier, flags_override),
     }
 
 
@@ -710,7 +758,13 @@ def plan_launch(
         "sglang_version": version,
         "host": flags.get("--host"),
         "port": int(flags["--port"]) if str(flags.get("--port", "")).isdigit() else None,
+        # What the server will load (--model-path, or its alias --model).
+        "model": str(flags.get("--model-path") or flags.get("--model") or "") or None,
         "warnings": checked["warnings"],
+        # The final flags, who set each one, and the tier changes the host override overrules.
+        "flags": flags,
+        "flag_sources": composed["flag_sources"],
+        "flag_conflicts": composed["flag_conflicts"],
     }
     host = plain(host) or {}
     if host:
@@ -724,6 +778,8 @@ def plan_launch(
                 "pythonpath": [str(p) for p in host.get("pythonpath") or []],
             }
         )
+        # The whole command line, as /proc shows it once the script has exec'd.
+        launch["command"] = [launch["interpreter"], "-u", "-m", launch["module"], *launch["argv"]]
     if checked["errors"]:
         out = failed("argv", checked["errors"], checked["warnings"])
         out["launch"] = launch
