@@ -25,15 +25,14 @@ import zipfile
 from pathlib import Path
 from unittest import mock
 
+import build_flag_manifest as bfm
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
 
-import build_flag_manifest as bfm  # noqa: E402
 
 MANIFESTS = REPO / "data" / "flag_manifests"
-VERSIONS = ("0.5.10.post1", "0.5.23")
+VERSIONS = ("0.5.10.post1", "0.5.17", "0.5.23")
 
 
 def committed(version):

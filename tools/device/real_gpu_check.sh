@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# make real-gpu-check: the project's own playbooks against REAL SGLang 0.5.17 on the lent H200,
+# with a 2-layer random-weight Llama (../shared/real-sglang/README.md says why 0.5.17 and why
+# this model). Run it there from the checkout's root, with the kit that tools/device/make_kit.sh
+# built here carried along (.whl, .awhl, .device-kit):
+#   PHASE=a bash tools/device/real_gpu_check.sh   validate; experiments baseline and tiny-chunk;
+#                                                 patches refused before the stop; tiny-nomem
+#                                                 crashes at start-up and is restored; status
+#   PHASE=b bash tools/device/real_gpu_check.sh   a streamed-error point (oversized prompts);
+#                                                 a scheduler SIGKILLed under load; a verified
+#                                                 stop; the report
+#   PHASE=c bash tools/device/real_gpu_check.sh   on its own: start, the patches refused before
+#                                                 the stop, verified stops timed (idle and after
+#                                                 traffic)
+#   PHASE=d bash tools/device/real_gpu_check.sh   on its own: start.yml, then the patches step
+#                                                 refused with the server serving (same pid after),
+#                                                 a verified stop
+# Phase b needs phase a's server and ledger (the machine stays warm between calls).
+# Everything lands in /tmp/rec (copied to $OUT/rec-<phase>.tgz): each playbook's output,
+# a timeline of the endpoints, the GPU memory and the process tree sampled every 0.2 s
+# (tools/device/record.py), ps and nvidia-smi snapshots, the server logs, the ledger,
+# bench_serving's raw JSONL, and summary.txt.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+PHASE=${PHASE:-a}
+SITE=/tmp/site REC=/tmp/rec KIT=.device-kit WORK=/tmp/lab PORT=30000
+mkdir -p "$REC"
+if [ ! -f $SITE/.done ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $SITE .whl/*.whl .awhl/*.whl || exit 1
+  mkdir -p /tmp/tvm-ffi-cache && tar -C /tmp/tvm-ffi-cache -xzf $KIT/jitcache-*.tgz
+  cp -r $KIT/stubs/. $SITE/
+  touch $SITE/.done
+fi
+# shellcheck source=/dev/null
+source $KIT/env.sh
+[ -f /tmp/tiny-llama/config.json ] || python3 $KIT/make_tiny_llama.py /tmp/tiny-llama > /dev/null || exit 1
+export ANSIBLE_CONFIG=$PWD/ansible.cfg ANSIBLE_LOCAL_TEMP=/tmp/ans-local ANSIBLE_HOME=/tmp/ans-home ANSIBLE_NOCOLOR=1
+AP=(python3 "$SITE/bin/ansible-playbook" -i inventory/h200-device.yml)
+# This copy of the tree has no .git; make_kit.sh wrote the revision it was built from.
+[ -s $KIT/git-revision ] && AP+=(-e "sglang_bench_git_revision=$(cat $KIT/git-revision)")
+
+snap() {  # name: process tree, GPU and endpoints now
+  # The whole tree, as a person reads it (pgrep cannot show the forest).
+  # shellcheck disable=SC2009
+  { date +%s.%N; ps -eo pid,ppid,sid,etimes,args --forest | grep -E 'sglang|resource_tracker|PID' | grep -v grep; } > "$REC/ps_$1.txt"
+  nvidia-smi > "$REC/smi_$1.txt" 2>&1
+}
+server_pid() { python3 -c "import json; print(json.load(open('$WORK/run/server.json'))['pid'])" 2>/dev/null || echo none; }
+step() {  # name, playbook args...: run one playbook, time it, keep its output
+  local name=$1; shift
+  local before t0 t1 rc
+  before=$(server_pid); t0=$(date +%s.%N)
+  "${AP[@]}" "$@" > "$REC/$name.out" 2>&1; rc=$?
+  t1=$(date +%s.%N)
+  printf '== %s rc=%s %s s, server pid %s -> %s\n' "$name" "$rc" "$(python3 -c "print(round($t1 - $t0, 1))")" \
+    "$before" "$(server_pid)" | tee -a "$REC/summary.txt"
+  grep -E "Tier .* failed|restore:|ledger:|is ready after|stopped|port [0-9]+: |gpu: |took [0-9.]+ s|refused|FAILED!|ERROR" "$REC/$name.out" \
+    | grep -v RETRYING | head -8 | cut -c1-240 | sed 's/^/   /' | tee -a "$REC/summary.txt"
+}
+
+python3 tools/device/record.py --port $PORT --out "$REC" &
+RECORDER=$!
+trap 'kill $RECORDER 2>/dev/null' EXIT
+echo "== phase $PHASE on $(nvidia-smi -L | head -1); sglang $(python3 -c 'import sglang; print(sglang.__version__)' 2>&1 | tail -1)" | tee -a "$REC/summary.txt"
+
+if [ "$PHASE" = a ]; then
+  step validate playbooks/validate.yml -e tier=baseline
+  step exp_baseline playbooks/experiment.yml -e tier=baseline
+  snap ready
+  curl -s localhost:$PORT/server_info > "$REC/server_info.json"
+  step exp_chunk playbooks/experiment.yml -e tier=tiny-chunk
+  # FlashInfer is a stand-in here: the patches step cannot use it, and must say so before the stop.
+  step exp_patches_refused playbooks/experiment.yml -e tier=baseline -e sglang_experiment_apply_patches=true
+  step exp_nomem playbooks/experiment.yml -e tier=tiny-nomem
+  step status_a playbooks/status.yml
+elif [ "$PHASE" = c ]; then
+  step start_c playbooks/start.yml -e tier=baseline
+  step exp_patches_refused playbooks/experiment.yml -e tier=baseline -e sglang_experiment_apply_patches=true
+  step stop_idle playbooks/stop.yml
+  step exp_c playbooks/experiment.yml -e tier=baseline
+  step stop_after_traffic playbooks/stop.yml
+  snap after_stop_c
+elif [ "$PHASE" = d ]; then
+  step start_d playbooks/start.yml -e tier=baseline
+  snap ready_d
+  step exp_patches_refused_d playbooks/experiment.yml -e tier=baseline -e sglang_experiment_apply_patches=true
+  curl -s -o /dev/null -w '%{http_code}\n' localhost:$PORT/health > "$REC/health_after_refusal_d.txt"
+  step stop_d playbooks/stop.yml
+else
+  # 5000-token prompts against a 4096-token context: every request fails inside an HTTP 200 stream.
+  step exp_lie playbooks/experiment.yml -e tier=tiny-chunk -e sglang_bench_input_len=5000 -e sglang_bench_random_range_ratio=1.0
+  # A scheduler SIGKILLed while bench_serving runs.
+  ( for _ in $(seq 1 600); do pgrep -f sglang_bench_client.py > /dev/null && break; sleep 0.2; done
+    sleep 3; date +%s.%N > "$REC/kill_at.txt"; pkill -9 -f '^sglang::scheduler' ) &
+  step exp_kill playbooks/experiment.yml -e tier=tiny-chunk
+  snap before_stop
+  step stop playbooks/stop.yml
+  snap after_stop
+  step status_b playbooks/status.yml
+  step report playbooks/report.yml -e report_update_tier_docs=false
+  cp -r results "$REC/results" 2>/dev/null
+fi
+kill $RECORDER 2>/dev/null; wait $RECORDER 2>/dev/null
+mkdir -p "$REC/work" && cp -r $WORK/logs $WORK/results "$REC/work/" 2>/dev/null
+tar -C /tmp -czf "${OUT:-/tmp}/rec-$PHASE.tgz" rec
+ls -la "${OUT:-/tmp}"
