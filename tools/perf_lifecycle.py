@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Lifecycle latency: our modules' logic vs an anchor-style bash loop, side by side, on the simulator.
 
 What is measured (each trial starts fresh SYNTHETIC simulator servers, TP8-shaped):
@@ -26,16 +28,33 @@ Anchor: the bash loops public harnesses use:
 * and the plain `pkill -f <server command line>` + `pgrep` poll every 1 s the seeds did by hand.
 The pkill pattern is restricted to this run's port so other simulators on the machine are not touched.
 
-Writes results/perf.json; prints a table. `make perf` runs it.
+End to end (one experiment cycle: stop old -> start -> ready -> warm-up -> bench -> record), orchestration
+overhead per cycle = wall time - the server's load time - the benchmark traffic time. Target <= 15 s.
+* ours: `ansible-playbook playbooks/experiment.yml -e tier=<tier>` (inventory/local.yml, a private work dir and
+  a free port, as tests/test_experiment.py does). The baseline tier runs first, unmeasured, so the measured run
+  has a server to stop. Load = server.json's pid_create_time -> wait_ready.json's updated_at (the ready-wait's
+  result, for the record's server); traffic = the sum of the ledger record's points' `duration`
+  (bench_serving's own).
+* anchor: tools/perf_seeds_cycle.sh, the same cycle the way the seeds did it by hand (pkill + pgrep poll, the
+  launch script the playbook rendered started in the background, sleep-poll /health, bench_serving once per
+  point with the settings of the playbook's record). Load = the script's start -> first 200; traffic = the sum
+  of `duration` in bench_serving's output files.
+The figure is computed by pure functions (ledger parsing, load, traffic, overhead) that
+tests/test_perf_tools.py covers; no test times anything.
+
+Writes results/perf.json; prints a table. `make perf` runs it (`--e2e off` skips the end-to-end figure,
+`--e2e only` measures nothing else).
 """
 
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import os
 import platform
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -46,6 +65,7 @@ import time
 from pathlib import Path
 
 import psutil
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,7 +76,232 @@ if str(ROOT / "plugins" / "module_utils") not in ansible.module_utils.__path__:
 
 from ansible.module_utils import sglang_crash, sglang_process, sglang_ready  # noqa: E402
 
-TARGETS = {"crash_detect_s": 2.0, "ready_detect_s": 1.0}  # stop target depends on the grace period
+# The stop target depends on the grace period; e2e_overhead_s is the issue's target per simulator cycle.
+TARGETS = {"crash_detect_s": 2.0, "ready_detect_s": 1.0, "e2e_overhead_s": 15.0}
+
+E2E_NOTE = ("SYNTHETIC: the SGLang-protocol simulator on this machine (inventory/local.yml settings), not a real "
+            "server; overhead_s = wall_s - load_s - traffic_s, where load_s is the server's start -> ready time "
+            "(ours: server.json pid_create_time -> wait_ready.json updated_at; anchor: the script's start -> its "
+            "first /health 200) and traffic_s the sum of bench_serving's `duration` over the points (ours: the "
+            "ledger record; anchor: bench_serving's output files). What remains is orchestration: Ansible, the "
+            "stop, the checks, the warm-up (ours only), the bench_serving client's start-up (Python, tokenizer, "
+            "dataset; the anchor starts one client per point, as the seeds did), the record (ours only). One "
+            "cycle per side on a shared 2-core machine: see loadavg_1m for how busy it was.")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# End-to-end figure: pure helpers (tests/test_perf_tools.py). No clock, no files, no processes.
+# ---------------------------------------------------------------------------------------------------------------
+
+_ISO_RX = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)?$")
+_LOG_READY_RX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\] The server is fired up and ready to roll!")
+
+
+def parse_time(value):
+    """Epoch seconds of an ISO 8601 time (`2026-12-01T09:35:41+00:00`, `...41.342158Z`); naive means UTC."""
+    match = _ISO_RX.match(str(value or "").strip())
+    if not match:
+        raise ValueError(f"not an ISO 8601 time: {value!r}")
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    epoch = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)) + float(match.group(7) or 0.0)
+    zone = match.group(8)
+    if zone and zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        digits = zone[1:].replace(":", "")
+        epoch -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    return epoch
+
+
+def ledger_records(text):
+    """The JSON object lines of a ledger (torn or non-object lines are skipped, as read_ledger does)."""
+    records = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            records.append(value)
+    return records
+
+
+def measured_record(records, tier):
+    """The latest record of ``tier``; it must be a success with points (else the figure means nothing)."""
+    mine = [r for r in records if r.get("tier") == tier]
+    if not mine:
+        raise ValueError(f"no ledger record of tier {tier}")
+    record = mine[-1]
+    if record.get("status") != "success":
+        failure = record.get("failure") or {}
+        raise ValueError(f"the {tier} run failed: {failure.get('class')} at {failure.get('step')}: "
+                         f"{str(failure.get('message') or '')[:300]}")
+    if not record.get("points"):
+        raise ValueError(f"the record of tier {tier} has no points")
+    return record
+
+
+def traffic_seconds(results):
+    """Benchmark traffic time: the sum of bench_serving's `duration` over the points (ledger points, or the
+    result objects of bench_serving's output files). Every point must carry a duration >= 0."""
+    total = 0.0
+    results = list(results or [])
+    if not results:
+        raise ValueError("no points, so no traffic time")
+    for point in results:
+        duration = point.get("duration")
+        if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0:
+            raise ValueError(f"point c={point.get('concurrency', point.get('max_concurrency'))} has no valid "
+                             f"duration: {duration!r}")
+        total += float(duration)
+    return total
+
+
+def log_ready_epoch(log_text):
+    """Epoch of the server log's "fired up" line (SGLang logs local time at 1 s resolution), or None."""
+    for line in log_text.splitlines():
+        match = _LOG_READY_RX.match(line)
+        if match:
+            return time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
+    return None
+
+
+def record_load_seconds(record, server_state=None, wait_state=None):
+    """The server's start -> ready time of the run behind ``record``, from what that run recorded.
+
+    start: server.json's pid_create_time (10 ms) when server.json is the record's server (same pid), else the
+    record's launch.server.started_at (1 s). ready: wait_ready.json's updated_at, written when the ready-wait
+    returned ready, when it belongs to the record's server ("<pid>@<started_at>"). Returns (seconds, sources).
+    """
+    server = ((record.get("launch") or {}).get("server")) or {}
+    pid, started_at = server.get("pid"), server.get("started_at")
+    if pid is None or not started_at:
+        raise ValueError("the record has no launch.server pid/started_at")
+    if server_state and server_state.get("pid") == pid and server_state.get("pid_create_time") is not None:
+        start, start_source = float(server_state["pid_create_time"]), "server.json pid_create_time"
+    else:
+        start, start_source = parse_time(started_at), "ledger launch.server.started_at (1 s resolution)"
+    if not wait_state or wait_state.get("server") != f"{pid}@{started_at}":
+        raise ValueError(f"wait_ready.json does not belong to the record's server {pid}@{started_at}")
+    progress = wait_state.get("progress") or {}
+    if progress.get("health") != "ready" or wait_state.get("updated_at") is None:
+        raise ValueError(f"wait_ready.json does not say ready (health {progress.get('health')!r})")
+    ready = float(wait_state["updated_at"])
+    if ready < start:
+        raise ValueError(f"ready ({ready}) before start ({start})")
+    return ready - start, {"start": start_source, "ready": "wait_ready.json updated_at"}
+
+
+def overhead_seconds(wall_s, load_s, traffic_s):
+    """Orchestration overhead of one cycle: wall time minus the server's load time minus benchmark traffic."""
+    for name, value in (("wall", wall_s), ("load", load_s), ("traffic", traffic_s)):
+        if value is None or value < 0:
+            raise ValueError(f"{name} time must be a number >= 0, got {value!r}")
+    overhead = wall_s - load_s - traffic_s
+    if overhead < 0:
+        raise ValueError(f"load {load_s:.3f} s + traffic {traffic_s:.3f} s exceed the wall time {wall_s:.3f} s")
+    return overhead
+
+
+def cycle_figure(wall_s, load_s, traffic_s):
+    """One side's figure: wall, load, traffic, overhead (s, rounded to ms)."""
+    overhead = overhead_seconds(wall_s, load_s, traffic_s)
+    return {"wall_s": round(wall_s, 3), "load_s": round(load_s, 3), "traffic_s": round(traffic_s, 3),
+            "overhead_s": round(overhead, 3)}
+
+
+def num_prompts_for(concurrency, multiplier, floor):
+    """The workload's prompts per point: max(multiplier x concurrency, floor) (role sglang_bench)."""
+    return max(int(multiplier) * int(concurrency), int(floor))
+
+
+def client_flags(command):
+    """The client flags of a recorded point command that are not workload settings: --warmup-requests and
+    --output-details (role sglang_bench's defaults, the same for every point)."""
+    command = [str(word) for word in command or []]
+    warmup = None
+    if "--warmup-requests" in command[:-1]:
+        warmup = int(command[command.index("--warmup-requests") + 1])
+    return {"warmup_requests": warmup, "output_details": "--output-details" in command}
+
+
+def bench_settings(record):
+    """The benchmark settings the playbook used, from its record: what the anchor must send the same way."""
+    workload = record.get("workload") or {}
+    counts = workload.get("num_prompts") or {}
+    points = [(int(c), num_prompts_for(c, counts["multiplier"], counts["floor"])) for c in workload["concurrency"]]
+    recorded = {(int(p["concurrency"]), int(p["num_prompts"])) for p in record.get("points") or []}
+    if not recorded <= set(points):
+        raise ValueError(f"the record's points {sorted(recorded)} are not the workload's {points}")
+    return {
+        "points": points,
+        "dataset_name": workload["dataset_name"],
+        "dataset_path": workload.get("dataset_path"),
+        "input_len": int(workload["input_len"]),
+        "output_len": int(workload["output_len"]),
+        "range_ratio": float(workload["random_range_ratio"]),
+        "request_rate": str(workload["request_rate"]),
+        "seed": int(workload["seed"]),
+        "tokenizer": (record.get("model") or {}).get("model_path"),
+        "python": ((record.get("client") or {}).get("command_prefix") or [None])[0],
+        **client_flags((record.get("points") or [{}])[0].get("command")),
+    }
+
+
+def inventory_mismatches(workload, inventory_vars, work_dir):
+    """Where the record's workload differs from the inventory's sglang_bench_* overrides (inventory/local.yml):
+    [(setting, inventory value, recorded value)]. Only the overrides the inventory sets are compared."""
+    pairs = {"dataset_name": ("dataset_name",), "dataset_path": ("dataset_path",), "input_len": ("input_len",),
+             "output_len": ("output_len",), "num_prompts_multiplier": ("num_prompts", "multiplier"),
+             "num_prompts_floor": ("num_prompts", "floor"), "concurrency": ("concurrency",),
+             "warmup_requests": ("warmup", "requests")}
+    found = []
+    for name, keys in pairs.items():
+        if inventory_vars.get(f"sglang_bench_{name}") is None:
+            continue
+        want = inventory_vars[f"sglang_bench_{name}"]
+        if isinstance(want, str):
+            want = want.replace("{{ sglang_lab_work_dir }}", str(work_dir))
+        got = workload
+        for key in keys:
+            got = (got or {}).get(key)
+        if want != got:
+            found.append((name, want, got))
+    return found
+
+
+def parse_anchor_events(stdout):
+    """The events tools/perf_seeds_cycle.sh prints ("<event> <epoch> [detail]") as {event: epoch}, with the
+    points as {"points": {c: {"begin", "end", "rc"}}}, "pid" and "outcome"."""
+    events, points = {}, {}
+    for line in stdout.splitlines():
+        words = line.split()
+        if len(words) < 2:
+            continue
+        try:
+            at = float(words[1])
+        except ValueError:
+            continue
+        name, rest = words[0], words[2:]
+        if name == "point_begin" and rest:
+            points.setdefault(int(rest[0]), {})["begin"] = at
+        elif name == "point_end" and len(rest) >= 2:
+            points.setdefault(int(rest[0]), {}).update(end=at, rc=int(rest[1]))
+        elif name == "pid" and rest:
+            events["pid"] = int(rest[0])
+        elif name == "end":
+            events["end"], events["outcome"] = at, (rest[0] if rest else None)
+        else:
+            events[name] = at
+    events["points"] = points
+    return events
+
+
+def anchor_load_seconds(events):
+    """The anchor's load time as its poll saw it: just before the launch -> the first /health 200."""
+    if "start" not in events or "ready" not in events:
+        raise ValueError("the anchor printed no start/ready events")
+    return events["ready"] - events["start"]
+
 
 ANCHOR_WAIT = r"""
 # InferenceX wait_for_ready (benchmarks/benchmark_lib.sh), reduced to its loop.
@@ -90,6 +335,217 @@ pkill -TERM -f -- "$pattern" || true
 for _ in $(seq 1 60); do pgrep -f -- "$pattern" >/dev/null || break; sleep 1; done
 echo "DONE $EPOCHREALTIME"
 """
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# End-to-end figure: the runs.
+# ---------------------------------------------------------------------------------------------------------------
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _read_text(path):
+    try:
+        return Path(path).read_text(errors="replace") if path else ""
+    except OSError:
+        return ""
+
+
+def _playbook_failure(log):
+    """The last `fatal:` block of an ansible-playbook log (else its tail): what to print when a run failed."""
+    text = _read_text(log)
+    at = text.rfind("fatal: [")
+    if at < 0:
+        return text[-1500:]
+    block = text[at:].split("\n\n", 1)[0]
+    return block[:1500]
+
+
+def run_playbook(private, tier, timeout):
+    """One `ansible-playbook playbooks/experiment.yml -e tier=<tier>` against inventory/local.yml, with the
+    private work dir, port and controller results dir (private/vars.json). Returns (rc, wall_s, log)."""
+    log = private / f"playbook-{tier}.log"
+    command = [str(VENV_BIN / "ansible-playbook"), "-i", str(ROOT / "inventory" / "local.yml"),
+               str(ROOT / "playbooks" / "experiment.yml"), "-e", f"tier={tier}", "-e", f"@{private / 'vars.json'}"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    with open(log, "wb") as handle:
+        start = time.monotonic()
+        try:
+            rc = subprocess.run(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=handle,
+                                stderr=subprocess.STDOUT, timeout=timeout, check=False).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+        wall = time.monotonic() - start
+    return rc, wall, log
+
+
+def run_anchor_cycle(private, record, port, interval, timeout):
+    """tools/perf_seeds_cycle.sh on the tier's rendered launch script, with the record's benchmark settings."""
+    settings = bench_settings(record)
+    out = private / "anchor"
+    command = ["bash", str(ROOT / "tools" / "perf_seeds_cycle.sh"),
+               "--launch", record["launch"]["script"], "--port", str(port),
+               "--log", str(out / f"{record['tier']}.log"), "--out", str(out / "bench"),
+               "--python", settings["python"] or sys.executable,
+               "--client", str(ROOT / "tools" / "sglang_bench_client.py"),
+               "--tokenizer", settings["tokenizer"],
+               "--points", " ".join(f"{c}:{n}" for c, n in settings["points"]),
+               "--dataset-name", settings["dataset_name"],
+               "--input-len", str(settings["input_len"]), "--output-len", str(settings["output_len"]),
+               "--range-ratio", str(settings["range_ratio"]), "--request-rate", settings["request_rate"],
+               "--seed", str(settings["seed"]), "--interval", str(interval)]
+    if settings["dataset_path"]:
+        command += ["--dataset-path", settings["dataset_path"]]
+    if settings["warmup_requests"] is not None:
+        command += ["--warmup-requests", str(settings["warmup_requests"])]
+    if settings["output_details"]:
+        command.append("--output-details")
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(command, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+        rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, stdout, stderr = 124, exc.stdout or "", exc.stderr or ""
+        stdout = stdout.decode(errors="replace") if isinstance(stdout, bytes) else stdout
+        stderr = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+    wall = time.monotonic() - start
+    events = parse_anchor_events(stdout)
+    results = {}
+    for concurrency, _ in settings["points"]:
+        path = out / "bench" / f"c{concurrency}.jsonl"
+        lines = _read_json_lines(path)
+        if lines:
+            results[concurrency] = lines[-1]
+    return {"rc": rc, "wall_s": wall, "events": events, "results": results, "settings": settings,
+            "stderr": stderr[-2000:], "command": command}
+
+
+def _read_json_lines(path):
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)  # bench_serving writes Infinity for --request-rate inf; json accepts it
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+def stop_private_servers(private, sids):
+    """Verified stop of every server this measurement started: the known sessions, and any process whose
+    command line names the private dir (the launch scripts' --model is in it). Nothing else is touched."""
+    sids = {sid for sid in sids if sid}
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if any(str(private) in part for part in proc.info["cmdline"] or []):
+                sids.add(os.getsid(proc.pid))
+        except (psutil.Error, OSError):
+            continue
+    sids.discard(os.getsid(0))
+    for sid in sids:
+        targets, _ = sglang_process.find_server_processes(sid=sid, pid=sid)
+        if targets:
+            sglang_process.stop_processes(targets, 5.0, roots={sid}, orphan_grace_seconds=1.0)
+
+
+def measure_e2e(tier, baseline_tier, interval, timeout):
+    """Baseline playbook run (unmeasured), the tier's run (measured: ours), then the anchor script on the
+    tier's launch script. Returns the e2e_cycle block of perf.json."""
+    private = Path(tempfile.mkdtemp(prefix="perf_e2e_"))
+    work, port = private / "work", free_port()
+    (private / "vars.json").write_text(json.dumps({
+        "sglang_lab_work_dir": str(work), "sglang_lab_port": port,
+        "sglang_bench_controller_results_dir": str(private / "controller-results")}))
+    block = {"tier": tier, "baseline_tier": baseline_tier, "port": port, "note": E2E_NOTE,
+             "target_overhead_s": TARGETS["e2e_overhead_s"], "target_met": False, "error": None}
+    sids = []
+    block["loadavg_1m"] = {"before": round(os.getloadavg()[0], 2)}
+    try:
+        print(f"e2e: {baseline_tier} run (unmeasured, leaves a server for the measured cycle to stop)",
+              file=sys.stderr)
+        rc, wall, log = run_playbook(private, baseline_tier, timeout)
+        sids.append((_read_json(work / "run" / "server.json") or {}).get("sid"))
+        block["baseline_run"] = {"rc": rc, "wall_s": round(wall, 3)}
+        if rc != 0:
+            raise RuntimeError(f"the {baseline_tier} playbook run failed (rc {rc}, {log}):\n{_playbook_failure(log)}")
+        print(f"e2e: {tier} run (measured: ours)", file=sys.stderr)
+        rc, wall, log = run_playbook(private, tier, timeout)
+        server_state = _read_json(work / "run" / "server.json") or {}
+        sids.append(server_state.get("sid"))
+        if rc != 0:
+            raise RuntimeError(f"the {tier} playbook run failed (rc {rc}, {log}):\n{_playbook_failure(log)}")
+        record = measured_record(ledger_records((work / "results" / "ledger.jsonl").read_text()), tier)
+        load, sources = record_load_seconds(record, server_state, _read_json(work / "run" / "wait_ready.json"))
+        traffic = traffic_seconds(record["points"])
+        settings = bench_settings(record)
+        inventory = yaml.safe_load((ROOT / "inventory" / "local.yml").read_text())
+        mismatches = inventory_mismatches(record.get("workload"),
+                                          inventory["all"]["children"]["sglang_nodes"]["vars"], work)
+        if mismatches:
+            raise RuntimeError(f"the record's workload is not inventory/local.yml's: {mismatches}")
+        block["settings"] = {k: v for k, v in settings.items() if k != "points"}
+        block["settings"]["from"] = "the measured ledger record (checked against inventory/local.yml)"
+        block["concurrency"] = [c for c, _ in settings["points"]]
+        block["num_prompts"] = {str(c): n for c, n in settings["points"]}
+        block["measured"] = (f"the second of two playbook runs ({tier}); the first ({baseline_tier}) ran unmeasured "
+                             "so that the measured cycle stops a running server, as every cycle after the first does")
+        fired_up = log_ready_epoch(_read_text(record["launch"]["server"].get("log")))
+        ours = dict(cycle_figure(wall, load, traffic),
+                    client_wall_s=round(sum(p.get("wall_s") or 0 for p in record["points"]), 3),
+                    load_sources=sources, record_id=record.get("record_id"), run_id=record.get("run_id"),
+                    load_s_log_check=(round(fired_up - float(server_state.get("pid_create_time") or 0), 1)
+                                      if fired_up and server_state.get("pid_create_time") else None),
+                    command=f"ansible-playbook -i inventory/local.yml playbooks/experiment.yml -e tier={tier} "
+                            "(private work dir, port and controller results dir)")
+        block["ours"] = ours
+
+        if Path(record["launch"]["script"]) != work / "launch" / f"{tier}.sh":
+            raise RuntimeError(f"the record's launch script {record['launch']['script']} is not "
+                               f"{work / 'launch' / f'{tier}.sh'}")
+        print(f"e2e: {tier} by hand, the seeds' way (anchor: tools/perf_seeds_cycle.sh)", file=sys.stderr)
+        anchor = run_anchor_cycle(private, record, port, interval, timeout)
+        sids.append(anchor["events"].get("pid"))
+        if anchor["rc"] != 0:
+            raise RuntimeError(f"tools/perf_seeds_cycle.sh failed (rc {anchor['rc']}): {anchor['stderr']}")
+        events, results = anchor["events"], anchor["results"]
+        missing = [c for c, _ in settings["points"] if c not in results]
+        if missing:
+            raise RuntimeError(f"the anchor's bench_serving wrote no result for c={missing}")
+        complete = all(results[c].get("completed") == n for c, n in settings["points"])
+        block["anchor"] = dict(
+            cycle_figure(anchor["wall_s"], anchor_load_seconds(events), traffic_seconds(results.values())),
+            client_wall_s=round(sum(p["end"] - p["begin"] for p in events["points"].values()), 3),
+            stop_s=round(events["stopped"] - events["begin"], 3) if "stopped" in events and "begin" in events
+            else None,
+            points_complete=complete, health_interval_s=interval, script="tools/perf_seeds_cycle.sh",
+            load_source="the script's start -> first /health 200",
+            traffic_source="bench_serving output files' duration")
+        ratio = (ours["overhead_s"] / block["anchor"]["overhead_s"]) if block["anchor"]["overhead_s"] else None
+        block["ratio_ours_over_anchor"] = round(ratio, 2) if ratio is not None else None
+        block["target_met"] = ours["overhead_s"] <= TARGETS["e2e_overhead_s"]
+    except (RuntimeError, ValueError, KeyError, OSError) as exc:
+        block["error"] = str(exc)[-4000:]
+        block["private_dir_kept"] = str(private)
+    finally:
+        block["loadavg_1m"]["after"] = round(os.getloadavg()[0], 2)
+        stop_private_servers(private, sids)
+    if block["error"] is None:
+        shutil.rmtree(private, ignore_errors=True)
+    return block
 
 
 def free_port():
@@ -232,8 +688,17 @@ def main(argv=None):
     parser.add_argument("--tp", type=int, default=8)
     parser.add_argument("--load-seconds", type=float, default=2.0, help="SGLANG_SIM_LOAD_SECONDS")
     parser.add_argument("--anchor-interval", type=int, default=5, help="the anchor loop's sleep (InferenceX: 5)")
+    parser.add_argument("--e2e", choices=("on", "off", "only"), default="on",
+                        help="the end-to-end cycle figure: on (default), off, or only that")
+    parser.add_argument("--e2e-tier", default="t03-single-batch-overlap", help="the measured tier (second run)")
+    parser.add_argument("--e2e-baseline-tier", default="baseline", help="the unmeasured first run")
+    parser.add_argument("--anchor-health-interval", type=float, default=1.0,
+                        help="the anchor script's /health sleep-poll interval (s)")
+    parser.add_argument("--playbook-timeout", type=int, default=900, help="per playbook run / anchor run (s)")
     parser.add_argument("--out", default=str(ROOT / "results" / "perf.json"))
     args = parser.parse_args(argv)
+    if args.e2e == "only":
+        args.trials = 0
     if not (ROOT / "simulator" / "sglang_sim" / "launch_server.py").is_file():
         sys.exit("perf_lifecycle: the simulator (simulator/sglang_sim) is missing; nothing to measure")
 
@@ -286,6 +751,9 @@ def main(argv=None):
                     server.cleanup()
             print(f"trial {trial + 1}/{args.trials} done", file=sys.stderr)
 
+    e2e = (measure_e2e(args.e2e_tier, args.e2e_baseline_tier, args.anchor_health_interval, args.playbook_timeout)
+           if args.e2e != "off" else None)
+
     def stop_stats(name):
         items = rows[name]
         return dict(stats([i["s"] for i in items]), survivors_max=max((i["survivors"] for i in items), default=None),
@@ -299,12 +767,17 @@ def main(argv=None):
         return round(a / b, 1) if a and b else None
 
     stop_target = args.grace + 1.0
-    passes = {
-        "crash_detect": crash["max"] is not None and crash["max"] <= TARGETS["crash_detect_s"],
-        "ready_detect": ready["max"] is not None and ready["max"] <= TARGETS["ready_detect_s"],
-        "stop": stop["max"] is not None and stop["max"] <= stop_target and stop["survivors_max"] == 0
-        and stop["port_free_all"],
-    }
+    passes = {}
+    if args.trials:
+        passes.update({
+            "crash_detect": crash["max"] is not None and crash["max"] <= TARGETS["crash_detect_s"],
+            "ready_detect": ready["max"] is not None and ready["max"] <= TARGETS["ready_detect_s"],
+            "stop": stop["max"] is not None and stop["max"] <= stop_target and stop["survivors_max"] == 0
+            and stop["port_free_all"],
+        })
+    if e2e is not None:
+        passes["e2e_overhead"] = bool(e2e["target_met"])
+    e2e_ours, e2e_anchor = (e2e or {}).get("ours") or {}, (e2e or {}).get("anchor") or {}
     result = {
         "crash_detect_s": crash["median"],
         "ready_detect_s": ready["median"],
@@ -317,18 +790,24 @@ def main(argv=None):
             "crash_detect_anchor_over_ours": ratio(anchor_crash["median"], crash["median"]),
             "ready_detect_anchor_over_ours": ratio(anchor_ready["median"], ready["median"]),
             "stop_anchor_over_ours": ratio(anchor_stop_s["median"], stop["median"]),
+            "e2e_overhead_ours_over_anchor": (e2e or {}).get("ratio_ours_over_anchor"),
         },
+        "e2e_overhead_s": e2e_ours.get("overhead_s"),
+        "anchor_e2e_overhead_s": e2e_anchor.get("overhead_s"),
         "targets": {"crash_detect_s": TARGETS["crash_detect_s"], "ready_detect_s": TARGETS["ready_detect_s"],
-                    "stop_s": stop_target, "stop_survivors": 0},
+                    "stop_s": stop_target, "stop_survivors": 0, "e2e_overhead_s": TARGETS["e2e_overhead_s"]},
         "pass": passes,
-        "all_pass": all(passes.values()),
+        "all_pass": bool(passes) and all(passes.values()),
+        "e2e_cycle": e2e,
         "stats": {"crash_detect": crash, "anchor_crash_detect": anchor_crash, "ready_detect": ready,
                   "anchor_ready_detect": anchor_ready, "stop": stop, "anchor_stop": anchor_stop_s,
                   "anchor_pkill_stop": pkill},
         "trials": detail,
         "settings": {"trials": args.trials, "grace_s": args.grace, "tp": args.tp, "load_seconds": args.load_seconds,
                      "anchor_interval_s": args.anchor_interval, "ours_interval_s": 0.25, "ours_linger_s": 0.5,
-                     "ours_orphan_grace_s": 1.0},
+                     "ours_orphan_grace_s": 1.0, "e2e": args.e2e, "e2e_tier": args.e2e_tier,
+                     "e2e_baseline_tier": args.e2e_baseline_tier,
+                     "anchor_health_interval_s": args.anchor_health_interval},
         "method": ("SYNTHETIC: simulator servers on this machine; ours = the modules' Python logic called directly "
                    "(no Ansible task start-up); anchor = InferenceX-style bash loops (see tools/perf_lifecycle.py)"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
@@ -341,6 +820,37 @@ def main(argv=None):
     def fmt(value):
         return "-" if value is None else f"{value:.2f}"
 
+    if args.trials:
+        print_lifecycle(args, crash, anchor_crash, ready, anchor_ready, stop, anchor_stop_s, pkill, result, passes,
+                        stop_target, fmt)
+    if e2e is not None:
+        print_e2e(e2e, fmt)
+    print(f"wrote {out}")
+    return 0 if result["all_pass"] else 1
+
+
+def print_e2e(e2e, fmt):
+    print(f"\nEnd-to-end cycle, tier {e2e['tier']} (measured run; {e2e['baseline_tier']} ran first, unmeasured), "
+          f"simulator (SYNTHETIC)")
+    if e2e.get("error"):
+        print(f"  NOT MEASURED: {e2e['error'][-1500:]}")
+        if e2e.get("private_dir_kept"):
+            print(f"  (kept for inspection: {e2e['private_dir_kept']})")
+        return
+    print(f"  concurrency {e2e['concurrency']}, num_prompts {e2e['num_prompts']}")
+    print(f"{'side':<40}{'wall':>8}{'load':>8}{'traffic':>9}{'overhead':>10}{'clients':>9}")
+    for name, side in (("ours (ansible-playbook experiment.yml)", e2e["ours"]),
+                       ("anchor (tools/perf_seeds_cycle.sh)", e2e["anchor"])):
+        print(f"{name:<40}{fmt(side['wall_s']):>8}{fmt(side['load_s']):>8}{fmt(side['traffic_s']):>9}"
+              f"{fmt(side['overhead_s']):>10}{fmt(side['client_wall_s']):>9}")
+    print(f"overhead ours/anchor {fmt(e2e['ratio_ours_over_anchor'])}; target ours <= "
+          f"{e2e['target_overhead_s']:.0f} s: {'met' if e2e['target_met'] else 'NOT met'} "
+          "(overhead = wall - load - traffic; clients = the points' bench_serving wall, inside the overhead)")
+    print(f"  load average (1 min) before/after: {e2e['loadavg_1m'].get('before')}/{e2e['loadavg_1m'].get('after')}")
+
+
+def print_lifecycle(args, crash, anchor_crash, ready, anchor_ready, stop, anchor_stop_s, pkill, result, passes,
+                    stop_target, fmt):
     print(f"\nLifecycle latency, {args.trials} trial(s), TP{args.tp} simulator (SYNTHETIC), grace {args.grace:.0f} s")
     print(f"{'measure':<28}{'ours med/max':>16}{'anchor med/max':>18}{'anchor/ours':>13}{'target':>9}{'pass':>6}")
     lines = [
@@ -359,8 +869,6 @@ def main(argv=None):
           f"(pkill+pgrep took {fmt(pkill['median'])} s)")
     print(f"port free after stop: ours {stop['port_free_all']}, tree stop {anchor_stop_s['port_free_all']}, "
           f"pkill {pkill['port_free_all']}")
-    print(f"wrote {out}")
-    return 0 if result["all_pass"] else 1
 
 
 if __name__ == "__main__":
