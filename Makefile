@@ -23,7 +23,7 @@ WORK := .work
 RESULTS := results
 DEMO_TIER ?= t03-single-batch-overlap
 
-.PHONY: help venv demo test lint pytest wheels molecule containers check-tiers tier-docs manifests flag-history perf report gpu-check clean distclean
+.PHONY: help venv demo test lint pytest unit wheels molecule containers check-tiers tier-docs manifests flag-history perf report real-gpu-kit real-gpu-check gpu-check clean distclean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -53,9 +53,10 @@ lint: $(STAMP) ## yamllint, ansible-lint (production), ruff, shellcheck
 	$(VPY) tools/render_tier_docs.py --check
 
 # The two SGLang wheels whose real parser the manifest tests compare against
-# (pinned and 0.5.23), fetched once into the tool's cache.
+# (pinned, 0.5.17 - the newest that runs on the lent H200 - and 0.5.23),
+# fetched once into the tool's cache.
 WHEEL_CACHE := .cache/sglang-wheels
-WHEELS := $(WHEEL_CACHE)/0.5.10.post1/.fetched $(WHEEL_CACHE)/0.5.23/.fetched
+WHEELS := $(WHEEL_CACHE)/0.5.10.post1/.fetched $(WHEEL_CACHE)/0.5.17/.fetched $(WHEEL_CACHE)/0.5.23/.fetched
 
 $(WHEEL_CACHE)/%/.fetched: | $(STAMP)
 	$(VPY) -m pip download -q --no-deps -d $(WHEEL_CACHE)/$* sglang==$*
@@ -65,6 +66,12 @@ wheels: $(WHEELS) ## Fetch the SGLang wheels the flag-manifest tests parse
 
 pytest: $(STAMP) $(WHEELS) ## Unit and integration tests (simulator, modules, playbooks)
 	$(VPY) -m pytest -q
+
+# Selected by marker for now (pyproject.toml: integration, molecule); once the tests live in
+# tests/unit and tests/integration this can name the folder instead. A unit test that hangs fails
+# after 2 min (pytest-timeout), not the 15 min an integration test is given.
+unit: $(STAMP) $(WHEELS) ## Unit tests only: no playbook runs, no servers (about a minute)
+	$(VPY) -m pytest -q -m "not integration and not molecule" --timeout=120
 
 containers: $(STAMP) ## Install podman and build the local Debian test image (cached)
 	bash tools/containers/setup-podman.sh
@@ -76,20 +83,29 @@ molecule: containers ## Every molecule scenario in podman
 check-tiers: $(STAMP) ## Tiers x SGLang versions flag-check matrix
 	$(VPY) tools/check_tiers.py
 
+crash-corpus: $(STAMP) $(WHEELS) $(WHEEL_CACHE)/0.5.17/.fetched ## Crash catalogue vs the real-log corpus: per-class precision/recall, accuracy, regex evidence
+	$(VPY) tools/crash_corpus.py --evidence
+
 tier-docs: $(STAMP) ## Regenerate docs/tiers/ from data/tiers.yml
 	$(VPY) tools/render_tier_docs.py
 
 manifests: $(STAMP) ## Rebuild the flag manifests from downloaded SGLang wheels
-	$(VPY) tools/build_flag_manifest.py --version 0.5.10.post1 --version 0.5.23
+	$(VPY) tools/build_flag_manifest.py --version 0.5.10.post1 --version 0.5.17 --version 0.5.23
 
 flag-history: $(STAMP) ## Rebuild data/flag_manifests/history.json from every wheel in .cache/sglang-wheels
 	$(VPY) tools/build_flag_manifest.py --out-dir .cache/flag-manifests --history data/flag_manifests/history.json $(WHEEL_CACHE)/*/sglang-*.whl
 
-perf: $(STAMP) ## Lifecycle latency vs an anchor-style loop (results/perf.json)
+perf: $(STAMP) ## Lifecycle latency and per-cycle orchestration overhead vs seeds-style bash (results/perf.json)
 	$(VPY) tools/perf_lifecycle.py
 
 report: $(STAMP) ## Markdown report + PNG chart from results/*/ledger.jsonl
 	$(VBIN)/ansible-playbook playbooks/report.yml
+
+real-gpu-kit: $(STAMP) ## Build here what real-gpu-check carries to the lent H200 (.whl, .awhl, .device-kit)
+	bash tools/device/make_kit.sh
+
+real-gpu-check: ## On the lent H200 (PHASE=a, then PHASE=b): the playbooks against real SGLang 0.5.17 (tools/device/)
+	bash tools/device/real_gpu_check.sh
 
 gpu-check: $(STAMP) ## On a GPU node: hold GPU memory, verified stop, telemetry (see docs/gpu.md)
 	bash tools/gpu_check.sh

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import os
 import re
-import sys
+import statistics
 import time
 from pathlib import Path
 
+import gpu_test_support as support
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia-smi"))
-import gpu_test_support as support  # noqa: E402
-
-support.use_repo_module_utils()
-from ansible.module_utils import gpu_telemetry as telemetry  # noqa: E402
-from gpu_test_support import COLUMNS, assert_summary, expected_summary, fed_rows, session_members  # noqa: E402
+from ansible.module_utils import gpu_telemetry as telemetry
+from conftest import session_pids
+from gpu_test_support import COLUMNS, assert_summary, expected_summary, fed_rows
 
 
 def wait_until(predicate, what, timeout_s=60.0):
@@ -39,6 +36,9 @@ def test_summary_of_real_h200_loop_capture(tmp_path):
     summary = telemetry.summarize(str(csv_path))
     assert_summary(summary, expected_summary(rows))
     assert summary["0"]["samples"] == len(rows) == 9
+    # Read off the capture: an idle H200 at 345 MHz, 79.02-79.08 W, no memory in use.
+    assert summary["0"]["power_w_max"] == 79.08 and summary["0"]["sm_clock_mhz_max"] == 345
+    assert summary["0"]["memory_used_mib_peak"] == 0
 
 
 def test_summary_with_na_values_and_two_gpus(tmp_path):
@@ -46,10 +46,14 @@ def test_summary_with_na_values_and_two_gpus(tmp_path):
     csv_path = tmp_path / "t.csv"
     csv_path.write_text(telemetry.CSV_HEADER + "\n" + "".join(", ".join(r) + "\n" for r in rows))
     summary = telemetry.summarize(str(csv_path))
-    expected = expected_summary(rows)
-    assert_summary(summary, expected)
-    # The [N/A] power sample of GPU 1 is left out of its mean but counted as a sample.
-    assert summary["1"]["samples"] == 5 and expected["1"]["power_w_mean"] is not None
+    # The [N/A] power sample of GPU 1 (its second sample in telemetry-2gpu.csv) is left out of
+    # its mean and max but counted as a sample: the fixture's other four values, read off the file.
+    gpu1_power = [121.05, 671.42, 649.01, 201.87]
+    assert [r[3] for r in rows if r[1] == "1"] == ["121.05", "[N/A]", "671.42", "649.01", "201.87"]
+    assert summary["1"]["samples"] == 5
+    assert summary["1"]["power_w_mean"] == pytest.approx(statistics.fmean(gpu1_power), abs=1e-3)  # 3 places
+    assert summary["1"]["power_w_max"] == 671.42
+    assert_summary(summary, expected_summary(rows))
 
 
 def test_summary_all_na_field_is_none(tmp_path):
@@ -78,7 +82,7 @@ def test_sampler_query_is_the_recorded_one():
     assert telemetry.CSV_HEADER.split(",") == COLUMNS
 
 
-# --- the sampler's life cycle with the stand-in ----------------------------------------------
+# --- the sampler's life cycle with the stand-in (real processes: integration) -----------------
 
 
 @pytest.fixture
@@ -93,6 +97,7 @@ def sampler_files(tmp_path):
             telemetry.stop_sampler(pid, 5)
 
 
+@pytest.mark.integration
 def test_start_stop_cycle_records_fed_rows(tmp_path, sampler_files):
     csv_path, pidfile, stderr_path, started = sampler_files
     stand_in = support.make_stand_in(tmp_path / "bin", {"lms.rows": (support.SYNTH / "telemetry-2gpu.csv").read_text()})
@@ -108,11 +113,11 @@ def test_start_stop_cycle_records_fed_rows(tmp_path, sampler_files):
 
     rows = fed_rows()
     wait_until(lambda: telemetry.count_rows(csv_path) == len(rows), "all fed rows in the CSV")
-    assert pid in session_members(pid)
+    assert pid in session_pids(pid)
 
     assert telemetry.stop_sampler(pid, 10) == "sigterm"
     assert not telemetry.process_alive(pid)
-    assert session_members(pid) == []  # the stand-in's sleep child went with it
+    assert session_pids(pid) == []  # the stand-in's sleep child went with it
     assert telemetry.sampler_pid(pidfile, csv_path) is None
 
     lines = Path(csv_path).read_text().splitlines()
@@ -124,6 +129,7 @@ def test_start_stop_cycle_records_fed_rows(tmp_path, sampler_files):
     assert Path(stderr_path).read_text() == ""
 
 
+@pytest.mark.integration
 def test_sampler_ignoring_sigterm_is_killed(tmp_path, sampler_files):
     csv_path, pidfile, stderr_path, started = sampler_files
     stubborn = tmp_path / "stubborn"
@@ -137,9 +143,10 @@ def test_sampler_ignoring_sigterm_is_killed(tmp_path, sampler_files):
     started.append(pid)
     assert telemetry.wait_for_first_sample(csv_path, pid, 60)
     assert telemetry.stop_sampler(pid, 0.5) == "sigkill"
-    assert not telemetry.process_alive(pid) and session_members(pid) == []
+    assert not telemetry.process_alive(pid) and session_pids(pid) == []
 
 
+@pytest.mark.integration
 def test_sampler_that_cannot_start_writes_no_sample(tmp_path, sampler_files):
     csv_path, pidfile, stderr_path, started = sampler_files
     mismatch = (support.SYNTH / "nvml-mismatch.txt").read_text()

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
+import gpu_test_support as support
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia-smi"))
-import gpu_test_support as support  # noqa: E402
-from gpu_test_support import assert_summary, expected_summary, fed_rows, session_members  # noqa: E402
-
-support.use_repo_module_utils()
-from ansible.module_utils import gpu_telemetry as telemetry  # noqa: E402
+from ansible.module_utils import gpu_telemetry as telemetry
+from conftest import session_pids
+from gpu_test_support import assert_summary, expected_summary, fed_rows
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +160,7 @@ def test_gpu_telemetry_module(tmp_path):
 
         # The sampler and its session are gone; the CSV holds exactly the fed rows.
         assert not telemetry.process_alive(started_pid)
-        assert session_members(started_pid) == []
+        assert session_pids(started_pid) == []
         assert not Path(f"{csv_path}.pid").exists()
         lines = csv_path.read_text().splitlines()
         assert lines[0] == telemetry.CSV_HEADER
@@ -175,5 +171,5 @@ def test_gpu_telemetry_module(tmp_path):
             telemetry.stop_sampler(started_pid, 5)
         for pidfile in results_dir.glob("*.pid"):
             pid = telemetry.read_pidfile(str(pidfile))
-            if pid and telemetry.process_alive(pid) and pid in session_members(pid):
+            if pid and telemetry.process_alive(pid) and pid in session_pids(pid):
                 telemetry.stop_sampler(pid, 5)

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import jinja2
 import pytest
+import sglang_tiers as st
 from ansible.plugins.filter.core import quote
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "plugins" / "module_utils"))
 
-import sglang_tiers as st  # noqa: E402
 
 TEMPLATE = REPO / "templates" / "launch_script.sh.j2"
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import filecmp
 import re
-import sys
-from pathlib import Path
 
+import gpu_test_support as support
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia-smi"))
-import gpu_test_support as support  # noqa: E402
-
-support.use_repo_module_utils()
-from ansible.module_utils import nvidia_smi  # noqa: E402
-from ansible.module_utils.nvidia_smi import (  # noqa: E402
+from ansible.module_utils import nvidia_smi
+from ansible.module_utils.nvidia_smi import (
     build_snapshot,
     gpu_snapshot,
     memory_by_gpu,

@@ -4,16 +4,10 @@ nvidia-smi that prints recorded output."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
+import gpu_test_support as support
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia-smi"))
-import gpu_test_support as support  # noqa: E402
-
-support.use_repo_module_utils()
-from ansible.module_utils.nvidia_smi import build_snapshot  # noqa: E402
+from ansible.module_utils.nvidia_smi import build_snapshot
 
 pytestmark = pytest.mark.integration
 

@@ -5,13 +5,8 @@ capture). preflight only reads, so running it on localhost changes nothing."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+import gpu_test_support as support
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia-smi"))
-import gpu_test_support as support  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import sglang_tiers as st
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "plugins" / "module_utils"))
 
-import sglang_tiers as st  # noqa: E402
 
 pytestmark = pytest.mark.integration
 VENV_BIN = Path(sys.executable).parent

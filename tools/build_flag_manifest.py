@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build a flag manifest from SGLang's own argument definitions.
 
 Reads an SGLang wheel (.whl), sdist (.tar.gz) or unpacked source directory and

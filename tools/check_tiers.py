@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Check every tier's final argv against SGLang's own options, per version.
 
 For each tier of data/tiers.yml (baseline + tier difference, no host

@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # GPU telemetry during a benchmark: a background sampler and the summary of what it wrote.
 #
 # The sampler is nvidia-smi itself in loop mode (-lms), started in its own session with its

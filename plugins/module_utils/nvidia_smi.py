@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Reading GPUs through nvidia-smi: pure parsing functions plus a thin runner API.
 #
 # Used by the gpu_facts and gpu_telemetry modules and by the verified stop of the SGLang server

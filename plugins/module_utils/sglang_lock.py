@@ -1,3 +1,5 @@
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Per-host experiment lock: two experiments must never drive the same SGLang server at once.
 #
 # The lock is a JSON file <run dir>/sglang.lock naming its holder (token, pid, user, host,

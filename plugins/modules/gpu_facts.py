@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # Read-only GPU facts from nvidia-smi; logic in plugins/module_utils/nvidia_smi.py.
 
@@ -19,13 +21,12 @@ description:
     C(healthy=false), with the raw text in its C(problems).
 author:
   - SGLang tiers project
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_attributes.read_only
+  - sglang_lab_attributes.facts
+  - sglang_lab_nvidia_smi
 options:
-  nvidia_smi:
-    description:
-      - Command name looked up on the node's PATH, or the path of nvidia-smi (or of a stand-in
-        script that prints recorded output).
-    type: str
-    default: nvidia-smi
   fail_on_missing:
     description:
       - Fail the task instead of returning C(available=false) when nvidia-smi is missing or
@@ -39,18 +40,8 @@ options:
     type: int
     default: 60
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
   facts:
-    support: full
-    description: Returns facts under ansible_facts.gpu_facts.
+    details: Returns facts under C(ansible_facts.gpu_facts).
 notes:
   - Needs only the Python standard library on the node.
 """

@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # Start/stop the background GPU telemetry sampler; logic in plugins/module_utils/gpu_telemetry.py.
 
@@ -22,9 +24,13 @@ description:
     happened to the benchmark; with no sampler running it changes nothing and still returns the
     summary of the CSV when there is one.
   - When nvidia-smi is missing, O(state=started) returns C(skipped) with the reason and starts
-    nothing.
+    nothing. Only O(state=started) runs O(nvidia_smi); O(state=stopped) finds the sampler
+    through O(pidfile).
 author:
   - SGLang tiers project
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_nvidia_smi
 options:
   state:
     description: Whether the sampler should run.
@@ -40,12 +46,6 @@ options:
   pidfile:
     description: Where the sampler's pid is kept. When not set, C(<path>.pid).
     type: path
-  nvidia_smi:
-    description:
-      - Command name looked up on the node's PATH, or the path of nvidia-smi. Used by O(state=started);
-        O(state=stopped) finds the sampler through O(pidfile).
-    type: str
-    default: nvidia-smi
   interval_ms:
     description: Milliseconds between samples (nvidia-smi's C(-lms)). Used by O(state=started).
     type: int
@@ -61,13 +61,10 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reports whether the sampler would be started or stopped; starts and stops nothing.
-  diff_mode:
-    support: none
-    description: No diff is produced.
+    details: Reports whether the sampler would be started or stopped; starts and stops nothing.
   idempotent:
     support: full
-    description: A second O(state=started) or O(state=stopped) reports no change.
+    details: A second O(state=started) or O(state=stopped) reports no change.
 notes:
   - Linux only (reads /proc). Needs only the Python standard library on the node.
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: contributors to this project
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 
 DOCUMENTATION = r"""
@@ -17,15 +17,10 @@ description:
 version_added: "1.0.0"
 author:
   - SGLang lab contributors
+extends_documentation_fragment:
+  - sglang_lab_attributes
+  - sglang_lab_server
 options:
-  host:
-    description: Address of the SGLang server.
-    type: str
-    default: 127.0.0.1
-  port:
-    description: Port of the SGLang server.
-    type: int
-    default: 30000
   requests:
     description: Number of warm-up requests.
     type: int
@@ -51,12 +46,10 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reports what it would send and sends nothing.
-  diff_mode:
-    support: none
+    details: Reports what it would send and sends nothing.
   idempotent:
     support: full
-    description: Sends load but changes no configuration; always C(changed=false).
+    details: Sends load but changes no configuration; always C(changed=false).
 seealso:
   - module: sglang_bench
 """
