@@ -47,7 +47,10 @@ def log_epoch(line):
 
 
 def test_every_real_record_is_valid_and_says_what_happened():
-    got = [(r["tier"], r["status"], (r["failure"] or {}).get("class"), (r["failure"] or {}).get("step")) for r in records()]
+    got = [
+        (r["tier"], r["status"], (r["failure"] or {}).get("class"), (r["failure"] or {}).get("step"))
+        for r in records()
+    ]
     assert got == [
         ("baseline", "success", None, None),
         ("tiny-chunk", "success", None, None),
@@ -104,9 +107,8 @@ def test_startup_phases_are_recorded_for_every_start():
 def test_bench_serving_called_the_oversized_point_a_success_and_the_ledger_did_not():
     record = records()[3]
     (point,) = record["points"]
-    raw = json.loads(
-        (REC / "work" / "results" / "raw" / record["run_id"] / Path(point["output_file"]).name).read_text().splitlines()[-1]
-    )
+    raw_file = REC / "work" / "results" / "raw" / record["run_id"] / Path(point["output_file"]).name
+    raw = json.loads(raw_file.read_text().splitlines()[-1])
     assert raw["completed"] == point["num_prompts"] and raw["mean_ttft_ms"] == 0  # what bench_serving claimed
     assert point["status"] == "failed" and point["failure"]["class"] == "streamed_error"
     assert any("mean TTFT is 0" in s for s in point["failure"]["signals"])
