@@ -89,6 +89,9 @@ def poll_timeline(server: SimServer, limit: float = 60.0) -> tuple[list[dict], s
     events, state, log_at_open = [], {}, ""
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit:
+        # One time stamp per poll: every answer of a poll belongs to the same moment, however long
+        # the probes took on a busy machine (at_first_open groups by it).
+        now = round(time.monotonic() - t0, 3)
         rc = server.proc.poll()
         cur = {"alive": rc is None, "port": port_open(server.port)}
         if cur["port"]:
@@ -98,7 +101,7 @@ def poll_timeline(server: SimServer, limit: float = 60.0) -> tuple[list[dict], s
                 cur[path] = status(server.url + path)
         for key, value in cur.items():
             if state.get(key) != value:
-                events.append({"t": round(time.monotonic() - t0, 3), "what": key, "value": value})
+                events.append({"t": now, "what": key, "value": value})
         state = cur
         if rc is not None or (cur.get("/health") == 200 and cur.get("/health_generate") == 200):
             break
