@@ -36,6 +36,8 @@ except ImportError:  # the modules report this with missing_required_lib
 
 PIDFILE_NAME = "sglang.pid"
 STATE_NAME = "server.json"
+# The ready-wait's place in the log and its progress (module sglang_server_wait_ready).
+WAIT_STATE_NAME = "wait_ready.json"
 LAST_STATE_NAME = "server.last.json"
 EXIT_NAME = "server.exit"
 

@@ -15,11 +15,11 @@ import re
 try:  # Inside AnsiballZ.
     from ansible.module_utils.nvidia_smi import gpu_snapshot
     from ansible.module_utils.sglang_ledger import to_json_safe, utc_now
-    from ansible.module_utils.sglang_process import file_sha256
+    from ansible.module_utils.sglang_process import WAIT_STATE_NAME, file_sha256
 except ImportError:  # pytest and tools put module_utils on sys.path.
     from nvidia_smi import gpu_snapshot
     from sglang_ledger import to_json_safe, utc_now
-    from sglang_process import file_sha256
+    from sglang_process import WAIT_STATE_NAME, file_sha256
 
 
 # Environment variable names whose values never reach the ledger.
@@ -148,7 +148,7 @@ def startup_phases_of(server_state, state):
     ``server.json``, module sglang_server_wait_ready), or None when it recorded none for it."""
     if not server_state:
         return None
-    path = os.path.join(os.path.dirname(server_state), "wait_ready.json")
+    path = os.path.join(os.path.dirname(server_state), WAIT_STATE_NAME)
     try:
         with open(path) as handle:
             saved = json.load(handle)

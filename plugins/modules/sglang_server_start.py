@@ -110,6 +110,7 @@ from ansible.module_utils.sglang_process import (
     EXIT_NAME,
     PIDFILE_NAME,
     STATE_NAME,
+    WAIT_STATE_NAME,
     atomic_write_json,
     file_sha256,
     format_holders,
@@ -125,8 +126,6 @@ from ansible.module_utils.sglang_process import (
     spawn_detached,
     wrapper_argv,
 )
-
-WAIT_STATE_NAME = "wait_ready.json"
 
 
 def tail(path, count=40):

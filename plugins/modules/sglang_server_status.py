@@ -84,6 +84,7 @@ from ansible.module_utils.sglang_process import (
     KILL_PATTERNS,
     LAST_STATE_NAME,
     STATE_NAME,
+    WAIT_STATE_NAME,
     cmdline_matches,
     compile_patterns,
     describe,
@@ -106,7 +107,6 @@ except ImportError:
     HAS_NVIDIA_SMI_UTILS = False
 
 LOCK_NAME = "sglang.lock"
-WAIT_STATE_NAME = "wait_ready.json"
 
 
 def health_check(host, port, paths, timeout):

@@ -174,6 +174,7 @@ from ansible.module_utils.sglang_process import (
     LAST_STATE_NAME,
     PIDFILE_NAME,
     STATE_NAME,
+    WAIT_STATE_NAME,
     WORKER_PATTERN,
     atomic_write_json,
     describe,
@@ -198,7 +199,6 @@ try:
 except ImportError:
     HAS_NVIDIA_SMI_UTILS = False
 
-WAIT_STATE_NAME = "wait_ready.json"
 
 
 def main():

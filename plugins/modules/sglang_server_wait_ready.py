@@ -167,6 +167,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.sglang_crash import CatalogError, compile_catalog
 from ansible.module_utils.sglang_process import (
     STATE_NAME,
+    WAIT_STATE_NAME,
     is_gone,
     parse_iso,
     psutil,
@@ -174,8 +175,6 @@ from ansible.module_utils.sglang_process import (
     read_json,
 )
 from ansible.module_utils.sglang_ready import startup_phases, wait_ready, write_progress
-
-WAIT_STATE_NAME = "wait_ready.json"
 
 
 def main():

@@ -204,11 +204,7 @@ def _pin_graphs(spec: dict, ctx: dict, graphs: dict, used: float, load: float, f
         return used
     tic_pcg = time.perf_counter()
     logger.info(f"Capture piecewise CUDA graph begin. avail mem={_avail_gb(spec, ctx, used):.2f} GB")
-    if "crash_on_load" in ctx["faults"]:
-        time.sleep(load * 0.05)
-        for line in faults.dynamo_warning_lines():
-            logs.raw(line)
-        _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
+    _crash_in_capture(ctx, load)
     _sleep_phase(load)
     used += 0.40
     logger.info(
@@ -216,6 +212,15 @@ def _pin_graphs(spec: dict, ctx: dict, graphs: dict, used: float, load: float, f
         f"mem usage=0.40 GB. avail mem={_avail_gb(spec, ctx, used):.2f} GB."
     )
     return used
+
+
+def _crash_in_capture(ctx: dict, load: float) -> None:
+    """SGLANG_SIM_FAULT=crash_on_load during a graph capture: dynamo's warnings, then the seeds' traceback."""
+    if "crash_on_load" in ctx["faults"]:
+        time.sleep(load * 0.05)
+        for line in faults.dynamo_warning_lines():
+            logs.raw(line)
+        _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
 
 
 def _new_family_graphs(spec: dict, ctx: dict, graphs: dict, used: float, load: float) -> float:
@@ -232,11 +237,7 @@ def _new_family_graphs(spec: dict, ctx: dict, graphs: dict, used: float, load: f
             f"Capture target prefill CUDA graph begin. backend={graphs['prefill']}, "
             f"num_tokens={graphs['prefill_num_tokens']}, avail mem={before:.2f} GB"
         )
-        if "crash_on_load" in ctx["faults"]:
-            time.sleep(load * 0.05)
-            for line in faults.dynamo_warning_lines():
-                logs.raw(line)
-            _crash(ctx, faults.dynamo_fp4_traceback(), "crash_on_load")
+        _crash_in_capture(ctx, load)
         _sleep_phase(load)
         used += 0.40
         logger.info(
