@@ -19,7 +19,26 @@ def test_the_file_alone():
     assert cfg["concurrency"] == DATA["concurrency"] == [1, 10, 256, 1024]
     assert cfg["num_prompts"] == DATA["num_prompts"] and cfg["repeats"] == DATA["repeats"]
     assert cfg["request_rate"] == "inf" and cfg["noise_threshold_pct"] == float(DATA["noise_threshold_pct"])
-    assert cfg["warmup"] == DATA["warmup"] and cfg["settings_file"] == "/x/benchmark.yml"
+    assert {k: v for k, v in cfg["warmup"].items() if k != "levels"} == DATA["warmup"]
+    assert cfg["settings_file"] == "/x/benchmark.yml"
+
+
+def test_a_measured_warm_up_has_one_level_per_measured_concurrency():
+    cfg = settings.resolve_settings({**DATA, "warmup": {**DATA["warmup"], "concurrency": "measured"}})
+    assert cfg["warmup"]["concurrency"] == "measured" and cfg["warmup"]["levels"] == [1, 10, 256, 1024]
+    cfg = settings.resolve_settings(DATA, {"sglang_bench_concurrency": "2,4", "sglang_bench_warmup_concurrency": "3"})
+    assert cfg["warmup"]["concurrency"] == 3 and cfg["warmup"]["levels"] == [3]
+
+
+def test_a_workload_wins_over_the_inventory_and_names_itself_when_bad():
+    cfg = settings.resolve_settings(
+        DATA, {"sglang_bench_input_len": 32, "sglang_bench_concurrency": [1]}, workload={"concurrency": [2, 4]}
+    )
+    assert cfg["concurrency"] == [2, 4] and cfg["input_len"] == 32
+    with pytest.raises(settings.SettingsError) as err:
+        settings.resolve_settings(DATA, {}, workload={"input_len": 0, "concurency": [1]})
+    assert any(p.startswith("workload setting input_len = 0") for p in err.value.problems)
+    assert any("'concurency' is not a benchmark setting" in p for p in err.value.problems)
 
 
 def test_overrides_win_and_null_means_the_file():
@@ -51,7 +70,7 @@ def test_concurrency_coercion(value, expected):
         ("sglang_bench_num_prompts_floor", 0, "integer >= 1"),
         ("sglang_bench_request_rate", "-2", "inf or a positive number"),
         ("sglang_bench_repeats", 0, "integer >= 1"),
-        ("sglang_bench_warmup_concurrency", True, "integer >= 1"),
+        ("sglang_bench_warmup_concurrency", True, "integer >= 1 or 'measured'"),
         ("sglang_bench_noise_threshold_pct", -1, "number >= 0"),
         ("sglang_bench_dataset_name", "sharegpt", "random, random-ids"),
         ("sglang_bench_seed", "x", "integer"),

@@ -12,6 +12,18 @@ separated by commas and/or spaces (``-e sglang_bench_concurrency=1,10`` on
 the command line gives the string ``"1,10"``) becomes that list of integers.
 Any other string is refused. Numbers given as strings of digits (extra vars
 from the command line are strings) count as those numbers.
+
+Precedence: a campaign workload's settings (``workload``, keyed by the setting
+names below, e.g. ``concurrency`` or ``warmup.requests``) over the inventory's
+sglang_bench_* overrides over data/benchmark.yml. A campaign file says exactly
+what each of its cells measures, so nothing in the inventory may change it.
+
+Warm-up levels: ``warmup.concurrency`` is an integer (every warm-up request at
+that concurrency) or ``measured``: one round at each concurrency the sweep
+measures, with max(level, warmup.requests) requests, because SGLang compiles
+and captures per batch shape and a shape first seen during a measured point
+costs that point its compile time. ``cfg["warmup"]["levels"]`` is the list the
+warm-up runs.
 """
 
 import re
@@ -82,21 +94,33 @@ def coerce_concurrency(value):
     return None
 
 
-def resolve_settings(data, overrides=None, settings_file=None):
+SETTING_NAMES = tuple(name for name, _var, _path in OVERRIDES)
+WARMUP_MEASURED = "measured"
+
+
+def resolve_settings(data, overrides=None, settings_file=None, workload=None):
     """The effective settings (the shape the ledger's ``workload`` records), or SettingsError.
 
     ``data`` is data/benchmark.yml; ``overrides`` maps the sglang_bench_* variable names to
-    their values (None = not overridden).
+    their values (None = not overridden); ``workload`` maps setting names (SETTING_NAMES) to
+    a campaign workload's values, which win over both.
     """
     overrides = overrides or {}
+    workload = dict(workload or {})
     where = f" (settings file {settings_file})" if settings_file else ""
     raw = {}
     source = {}
+    problems = [
+        f"workload setting {name!r} is not a benchmark setting; known: {', '.join(SETTING_NAMES)}"
+        for name in sorted(set(workload) - set(SETTING_NAMES))
+    ]
     for name, var, path in OVERRIDES:
         value = overrides.get(var)
         raw[name] = _get(data, path) if value is None else value
         source[name] = var if value is not None else f"{'.'.join(path)} in the settings file"
-    problems = []
+        if workload.get(name) is not None:
+            raw[name] = workload[name]
+            source[name] = f"workload setting {name}"
 
     def bad(name, rule):
         problems.append(f"{source[name]} = {raw[name]!r}: {rule}{where}")
@@ -144,11 +168,20 @@ def resolve_settings(data, overrides=None, settings_file=None):
         bad("repeats", "must be an integer >= 1")
     cfg["repeats"] = repeats
     warmup = dict(_get(data, ("warmup",)) or {})
-    for key in ("requests", "concurrency"):
-        number = _as_int(raw[f"warmup.{key}"])
+    number = _as_int(raw["warmup.requests"])
+    if number is None or number < 1:
+        bad("warmup.requests", "must be an integer >= 1")
+    warmup["requests"] = number
+    level = raw["warmup.concurrency"]
+    if isinstance(level, str) and level.strip().lower() == WARMUP_MEASURED:
+        warmup["concurrency"] = WARMUP_MEASURED
+        levels = list(concurrency or [])
+    else:
+        number = _as_int(level)
         if number is None or number < 1:
-            bad(f"warmup.{key}", "must be an integer >= 1")
-        warmup[key] = number
+            bad("warmup.concurrency", f"must be an integer >= 1 or {WARMUP_MEASURED!r} (each measured concurrency)")
+        warmup["concurrency"] = number
+        levels = [number]
     for key in ("input_len", "max_new_tokens", "timeout_s"):
         number = _as_float(warmup.get(key))
         if number is None or number <= 0:
@@ -156,6 +189,7 @@ def resolve_settings(data, overrides=None, settings_file=None):
     cfg["warmup"] = {
         "requests": warmup.get("requests"),
         "concurrency": warmup.get("concurrency"),
+        "levels": levels,
         "input_len": warmup.get("input_len"),
         "max_new_tokens": warmup.get("max_new_tokens"),
         "timeout_s": warmup.get("timeout_s"),

@@ -371,8 +371,14 @@ def build_record(
     failed_task=None,
     failed_result=None,
     crash=None,
+    warmup=None,
+    campaign=None,
 ):
     """Assemble a schema_version 1 record (see docs/ledger.md).
+
+    ``warmup`` is module sglang_warmup's summary (its rounds' seconds); ``campaign`` names the
+    campaign cell the record is (module_utils/sglang_campaign.py cell_record). Both are kept
+    only when given.
 
     ``status`` is "success" only when nothing failed, there is at least one
     point, and every point is ok; otherwise "failed" with the failure that
@@ -405,4 +411,8 @@ def build_record(
     }
     for key in PROVENANCE_KEYS:
         record[key] = provenance.get(key)
+    if warmup:
+        record["warmup"] = dict(warmup)
+    if campaign:
+        record["campaign"] = dict(campaign)
     return to_json_safe(record)

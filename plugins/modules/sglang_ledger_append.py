@@ -104,6 +104,17 @@ options:
   model:
     description: Model path or name recorded when C(/server_info) is not available.
     type: str
+  warmup:
+    description:
+      - Module sglang_warmup's summary of the warm-up before the points (its rounds per
+        concurrency and their seconds), kept as the record's C(warmup).
+    type: dict
+  campaign:
+    description:
+      - The campaign cell this run is (name, cell, key, arm, role, tier, workload, repeat,
+        attempt, fingerprint; see docs/campaign.md), kept as the record's C(campaign). The
+        campaign's resume reads it back.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -245,6 +256,8 @@ def main():
         server_host=dict(type="str", default="127.0.0.1"),
         server_port=dict(type="int", default=30000),
         model=dict(type="str"),
+        warmup=dict(type="dict"),
+        campaign=dict(type="dict"),
     )
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
@@ -282,6 +295,8 @@ def main():
         failed_task=p["failed_task"],
         failed_result=p["failed_result"],
         crash=p["crash"],
+        warmup=p["warmup"],
+        campaign=p["campaign"],
     )
     problems = validate_record(record)
     if problems:

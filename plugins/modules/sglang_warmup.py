@@ -12,6 +12,10 @@ description:
     C(/generate) endpoint, at most O(concurrency) at a time, each asking for
     O(max_new_tokens) tokens with C(ignore_eos), so the first benchmark point
     does not pay for kernel JIT, graph capture or cold caches.
+  - With O(levels), one round per level instead, each of max(level, O(requests))
+    requests at that concurrency. SGLang compiles kernels and captures graphs per
+    batch shape, so every concurrency the benchmark will measure is warmed up
+    first. Each round's wall time is returned.
   - Any failed request fails the task with the server's HTTP status and
     response body (or the connection error), failure class C(warmup_failed).
 version_added: "1.0.0"
@@ -26,9 +30,15 @@ options:
     type: int
     default: 8
   concurrency:
-    description: Requests in flight at a time.
+    description: Requests in flight at a time (ignored when O(levels) is given).
     type: int
     default: 2
+  levels:
+    description:
+      - Concurrencies to warm up at, one round each, in this order (for example the
+        benchmark's concurrency points).
+    type: list
+    elements: int
   input_len:
     description:
       - Approximate prompt length in tokens (a repeated word; the exact
@@ -83,6 +93,13 @@ warmup:
     completion_tokens:
       description: Sum of meta_info.completion_tokens where the server reports it.
       type: int
+    seconds:
+      description: Wall time of the whole warm-up.
+      type: float
+    per_level:
+      description: One entry per round - concurrency, requests and seconds.
+      type: list
+      elements: dict
 failure_class:
   description: C(warmup_failed) when a request failed (read by role sglang_bench's record step).
   returned: failure
@@ -159,6 +176,7 @@ def main():
         port=dict(type="int", default=30000),
         requests=dict(type="int", default=8),
         concurrency=dict(type="int", default=2),
+        levels=dict(type="list", elements="int"),
         input_len=dict(type="int", default=128),
         max_new_tokens=dict(type="int", default=32),
         timeout=dict(type="int", default=600),
@@ -171,15 +189,34 @@ def main():
                 msg=f"sglang_warmup: {name} must be >= 1, got {p[name]}; fix role variable "
                 f"sglang_bench_warmup_{name} or warmup.{name} in data/benchmark.yml."
             )
+    if any(level < 1 for level in p["levels"] or []):
+        module.fail_json(msg=f"sglang_warmup: every level must be >= 1, got {p['levels']}")
     url = "http://{}:{}/generate".format(p["host"], p["port"])
+    rounds = [(level, max(level, p["requests"])) for level in p["levels"]] if p["levels"] else [
+        (p["concurrency"], p["requests"])
+    ]
     summary = {"url": url, "requests": 0, "succeeded": 0, "latency_s": None, "completion_tokens": None}
     if module.check_mode:
-        summary["would_send"] = p["requests"]
-        module.exit_json(changed=False, warmup=summary, msg=f"check mode: would send {p['requests']} requests to {url}")
+        summary["would_send"] = sum(count for _level, count in rounds)
+        module.exit_json(
+            changed=False, warmup=summary, msg=f"check mode: would send {summary['would_send']} requests to {url}"
+        )
 
-    payloads = [warmup_payload(i, p["input_len"], p["max_new_tokens"]) for i in range(p["requests"])]
-    with ThreadPoolExecutor(max_workers=min(p["concurrency"], p["requests"])) as pool:
-        outcomes = list(pool.map(lambda body: send(url, body, p["timeout"]), payloads))
+    outcomes = []
+    summary["per_level"] = []
+    began = time.monotonic()
+    for level, count in rounds:
+        start = time.monotonic()
+        payloads = [warmup_payload(len(outcomes) + i, p["input_len"], p["max_new_tokens"]) for i in range(count)]
+        with ThreadPoolExecutor(max_workers=min(level, count)) as pool:
+            round_outcomes = list(pool.map(lambda body: send(url, body, p["timeout"]), payloads))
+        outcomes.extend(round_outcomes)
+        summary["per_level"].append(
+            {"concurrency": level, "requests": count, "seconds": round(time.monotonic() - start, 3)}
+        )
+        if not all(o["ok"] for o in round_outcomes):
+            break
+    summary["seconds"] = round(time.monotonic() - began, 3)
     summary["requests"] = len(outcomes)
     summary["succeeded"] = sum(1 for o in outcomes if o["ok"])
     seconds = sorted(o["seconds"] for o in outcomes)
