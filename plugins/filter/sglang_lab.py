@@ -10,6 +10,12 @@
 - experiment (module_utils/sglang_failure.py, shared with module sglang_ledger_append):
   C(sglang_failed_step) names the step of a failed task from its sglang_experiment_<step> tag;
   C(sglang_experiment_failure) builds the closing message of a failed experiment.
+- campaigns (module_utils/sglang_campaign.py, shared with module sglang_campaign_plan):
+  C(sglang_campaign_load) reads and checks a campaign file against data/campaigns/schema.json;
+  C(sglang_campaign_cell) builds a cell's ledger value; C(sglang_campaign_outcome) weighs its
+  record (ended? retry?); C(sglang_campaign_calibrate) weighs a fleet's calibration cells;
+  C(sglang_campaign_over_budget) whether a cell may start; C(sglang_campaign_summary)
+  tells the plan in lines.
 - FlashInfer patches: C(sglang_patch_states) turns patch ids into role flashinfer's patch list.
 - benchmark (module_utils/sglang_bench_settings.py, shared with the experiment's preflight):
   C(sglang_bench_settings) resolves data/benchmark.yml with the sglang_bench_* overrides, or
@@ -31,6 +37,8 @@ description:
   - C(sglang_launch_plan), C(sglang_launch_plans), C(sglang_tier_catalog), C(sglang_argv_check) (tiers).
   - C(sglang_failed_step), C(sglang_experiment_failure) (experiment).
   - C(sglang_bench_settings) (benchmark settings), C(sglang_patch_states) (FlashInfer patch list).
+  - C(sglang_campaign_load), C(sglang_campaign_cell), C(sglang_campaign_outcome),
+    C(sglang_campaign_calibrate), C(sglang_campaign_over_budget), C(sglang_campaign_summary) (campaigns).
 """
 
 _MODULE_UTILS = Path(__file__).resolve().parent.parent / "module_utils"
@@ -50,6 +58,7 @@ def _load(name):
 
 
 # --------------------------------------------------------------------------- tiers
+
 
 def _options(options):
     options = dict(options or {})
@@ -117,15 +126,75 @@ def sglang_experiment_failure(outcome):
 # --------------------------------------------------------------------------- benchmark settings
 
 
-def sglang_bench_settings(data, overrides=None, settings_file=None):
+def sglang_bench_settings(data, overrides=None, settings_file=None, workload=None):
     logic = _load("sglang_bench_settings")
     try:
-        return logic.resolve_settings(data, overrides, settings_file)
+        return logic.resolve_settings(data, overrides, settings_file, workload)
     except logic.SettingsError as exc:
         raise AnsibleFilterError(
-            "The benchmark settings cannot run: " + "; ".join(exc.problems)
-            + ". Fix the inventory override (or -e) named, or the settings file."
+            "The benchmark settings cannot run: "
+            + "; ".join(exc.problems)
+            + ". Fix the inventory override (or -e), the campaign workload or the settings file named."
         ) from None
+
+
+# --------------------------------------------------------------------------- campaigns
+
+
+def sglang_campaign_load(path, schema_path, catalog):
+    """The campaign file at ``path`` (relative to where ansible-playbook was started), checked
+    and normalized, with its absolute ``path`` and ``file_sha256``; or an error naming each problem.
+    ``catalog`` is C(sglang_tier_catalog)'s answer (ids and runnable ids)."""
+    import hashlib
+    import os
+
+    import yaml
+
+    logic = _load("sglang_campaign")
+    path = os.path.abspath(os.path.expanduser(str(path)))
+    try:
+        raw = Path(path).read_bytes()
+        data = yaml.safe_load(raw)
+        schema = yaml.safe_load(Path(schema_path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise AnsibleFilterError(f"Cannot read the campaign file {path}: {exc}") from None
+    try:
+        campaign = logic.check_campaign(data, schema, catalog["ids"], source=path, runnable_tiers=catalog["runnable"])
+    except logic.CampaignError as exc:
+        raise AnsibleFilterError(
+            "The campaign cannot run: " + "; ".join(exc.problems) + ". Its fields: docs/campaign.md."
+        ) from None
+    campaign["path"] = path
+    campaign["file_sha256"] = hashlib.sha256(raw).hexdigest()
+    return campaign
+
+
+def sglang_campaign_cell(cell, campaign, attempt, fingerprint):
+    return _load("sglang_campaign").cell_record(campaign, cell, attempt, fingerprint)
+
+
+def sglang_campaign_outcome(record_result, expected, attempt_number, retry_transient):
+    return _load("sglang_campaign").outcome(record_result, expected, attempt_number, retry_transient)
+
+
+def sglang_campaign_summary(planned):
+    return _load("sglang_campaign").summary(planned)
+
+
+def sglang_campaign_calibrate(hosts, campaign, hostvars):
+    """The fleet's calibration document from each host's ``__sglang_campaign_calibration`` fact
+    (role sglang_campaign calibrate.yml); a host without it (it failed before) counts as no record."""
+    results = {}
+    for host in hosts:
+        try:
+            results[host] = dict(hostvars[host].get("__sglang_campaign_calibration") or {})
+        except KeyError:
+            results[host] = {}
+    return _load("sglang_campaign").calibrate(campaign, results)
+
+
+def sglang_campaign_over_budget(started_epoch, budget_minutes):
+    return _load("sglang_campaign").over_budget(started_epoch, budget_minutes)
 
 
 # --------------------------------------------------------------------------- FlashInfer patches
@@ -157,4 +226,10 @@ class FilterModule:
             "sglang_experiment_failure": sglang_experiment_failure,
             "sglang_bench_settings": sglang_bench_settings,
             "sglang_patch_states": sglang_patch_states,
+            "sglang_campaign_load": sglang_campaign_load,
+            "sglang_campaign_cell": sglang_campaign_cell,
+            "sglang_campaign_outcome": sglang_campaign_outcome,
+            "sglang_campaign_calibrate": sglang_campaign_calibrate,
+            "sglang_campaign_summary": sglang_campaign_summary,
+            "sglang_campaign_over_budget": sglang_campaign_over_budget,
         }
