@@ -48,9 +48,17 @@ def record(cell, status="success", failure=None, attempt=1, host="n1", name="c",
     return rec
 
 
+# The lent H200's campaign runs the tiers its inventory adds (sglang_launch_extra_tiers).
+DEVICE_TIERS = yaml.safe_load((REPO / "inventory" / "h200-device.yml").read_text())["all"]["children"][
+    "sglang_nodes"]["vars"]["sglang_launch_extra_tiers"]
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "data" / "campaigns").glob("*.yml")), ids=lambda p: p.name)
 def test_the_shipped_campaign_files_are_valid(path):
-    campaign = check(yaml.safe_load(path.read_text()), source=str(path))
+    extra = DEVICE_TIERS if path.name.startswith("h200") else {}
+    campaign = campaign_logic.check_campaign(
+        yaml.safe_load(path.read_text()), SCHEMA, KNOWN + list(extra),
+        runnable_tiers=RUNNABLE + [t for t, spec in extra.items() if spec.get("runnable")], source=str(path))
     assert campaign["tiers"] and campaign["baseline"] == "baseline"
     assert not set(campaign["tiers"]) & set(campaign["not_runnable"])
 
@@ -59,6 +67,13 @@ def test_the_seeds_campaign_lists_the_tiers_that_cannot_run_apart():
     campaign = check(yaml.safe_load((REPO / "data" / "campaigns" / "seeds.yml").read_text()))
     assert campaign["not_runnable"] == [t for t in TIERS if t != "baseline" and t not in RUNNABLE]
     assert campaign["tiers"] == [t for t in RUNNABLE if t != "baseline"]
+
+
+def test_the_controller_checks_the_shape_and_each_host_its_tiers():
+    shape = campaign_logic.check_campaign({"name": "x", "tiers": ["only-on-one-host"]}, SCHEMA, None)
+    assert shape["tiers"] == ["only-on-one-host"]
+    with pytest.raises(campaign_logic.CampaignError, match="'only-on-one-host' is not defined"):
+        check({"name": "x", "tiers": ["only-on-one-host"]})
 
 
 def test_every_problem_is_named_at_once():

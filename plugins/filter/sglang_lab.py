@@ -141,10 +141,11 @@ def sglang_bench_settings(data, overrides=None, settings_file=None, workload=Non
 # --------------------------------------------------------------------------- campaigns
 
 
-def sglang_campaign_load(path, schema_path, catalog):
+def sglang_campaign_load(path, schema_path, catalog=None):
     """The campaign file at ``path`` (relative to where ansible-playbook was started), checked
     and normalized, with its absolute ``path`` and ``file_sha256``; or an error naming each problem.
-    ``catalog`` is C(sglang_tier_catalog)'s answer (ids and runnable ids)."""
+    ``catalog`` is C(sglang_tier_catalog)'s answer (ids and runnable ids) for the host that runs
+    it; without it only the file's shape is checked (the controller's first look)."""
     import hashlib
     import os
 
@@ -159,7 +160,13 @@ def sglang_campaign_load(path, schema_path, catalog):
     except (OSError, yaml.YAMLError) as exc:
         raise AnsibleFilterError(f"Cannot read the campaign file {path}: {exc}") from None
     try:
-        campaign = logic.check_campaign(data, schema, catalog["ids"], source=path, runnable_tiers=catalog["runnable"])
+        campaign = logic.check_campaign(
+            data,
+            schema,
+            catalog["ids"] if catalog else None,
+            source=path,
+            runnable_tiers=catalog["runnable"] if catalog else None,
+        )
     except logic.CampaignError as exc:
         raise AnsibleFilterError(
             "The campaign cannot run: " + "; ".join(exc.problems) + ". Its fields: docs/campaign.md."

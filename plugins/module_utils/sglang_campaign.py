@@ -107,8 +107,10 @@ def _schema_problem(error):
 def check_campaign(data, schema, known_tiers, source="the campaign file", runnable_tiers=None):
     """The normalized campaign (DEFAULTS filled in), or CampaignError naming every problem.
 
-    ``known_tiers`` is the set of tier ids that exist (data/tiers.yml and the inventory's extra
-    tiers), ``runnable_tiers`` those a launch script can be rendered for (all known, if None).
+    ``known_tiers`` is the set of tier ids that exist (data/tiers.yml and the host's extra tiers
+    from its inventory), or None for a check of the file's shape alone (on the controller, before
+    the hosts are known: each host's extra tiers are its own); ``runnable_tiers`` those a launch
+    script can be rendered for (all known, if None).
     A tier that is not runnable is moved from ``tiers`` to ``not_runnable``: the report lists it
     as such, and no cell is planned for it. Whether each runnable tier passes its checks is for
     the per-tier validation that follows.
@@ -126,6 +128,9 @@ def check_campaign(data, schema, known_tiers, source="the campaign file", runnab
     for workload in campaign["workloads"]:
         workload.setdefault("settings", {})
     campaign["calibration"] = {**CALIBRATION_DEFAULTS, **(campaign.get("calibration") or {})}
+    if known_tiers is None:  # the controller's first look: the file's own shape only
+        campaign["not_runnable"] = []
+        return campaign
     known = set(known_tiers)
     for tier in [campaign["baseline"], *campaign["tiers"]]:
         if tier not in known:
