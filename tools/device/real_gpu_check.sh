@@ -15,6 +15,11 @@
 #   PHASE=d bash tools/device/real_gpu_check.sh   on its own: start.yml, then the patches step
 #                                                 refused with the server serving (same pid after),
 #                                                 a verified stop
+#   PHASE=e bash tools/device/real_gpu_check.sh   a campaign (CAMPAIGN, default
+#                                                 data/campaigns/h200-tiny.yml) under its budget;
+#                                                 run it again and it resumes. The report is made
+#                                                 here, from the ledger it brings back (the H200's
+#                                                 Python has no scipy).
 # Phase b needs phase a's server and ledger (the machine stays warm between calls).
 # Everything lands in /tmp/rec (copied to $OUT/rec-<phase>.tgz): each playbook's output,
 # a timeline of the endpoints, the GPU memory and the process tree sampled every 0.2 s
@@ -86,6 +91,11 @@ elif [ "$PHASE" = d ]; then
   step exp_patches_refused_d playbooks/experiment.yml -e tier=baseline -e sglang_experiment_apply_patches=true
   curl -s -o /dev/null -w '%{http_code}\n' localhost:$PORT/health > "$REC/health_after_refusal_d.txt"
   step stop_d playbooks/stop.yml
+elif [ "$PHASE" = e ]; then
+  n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
+  step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
+    -e sglang_campaign_write_report=false
+  snap "campaign_$((n + 1))"
 else
   # 5000-token prompts against a 4096-token context: every request fails inside an HTTP 200 stream.
   step exp_lie playbooks/experiment.yml -e tier=tiny-chunk -e sglang_bench_input_len=5000 -e sglang_bench_random_range_ratio=1.0
