@@ -45,9 +45,10 @@ demo: $(STAMP) ## Run the baseline and one more tier against the simulator, then
 
 # pytest and molecule run side by side: both spend much of their time waiting (servers
 # starting, containers booting), so on CI's 2 cores they finish together in about the time
-# of the longer one instead of one after the other. Lines stay whole (--output-sync=line).
+# of the longer one instead of one after the other. Their output interleaves as it comes
+# (make's --output-sync would hold each back until it ends: no progress for half an hour).
 test: $(STAMP) lint ## Lint, then pytest and every molecule scenario side by side (what CI runs)
-	$(MAKE) --no-print-directory -j2 --output-sync=line pytest molecule
+	$(MAKE) --no-print-directory -j2 pytest molecule
 
 lint: $(STAMP) ## yamllint, ansible-lint (production), ruff, shellcheck
 	$(VBIN)/yamllint -s .
