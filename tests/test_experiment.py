@@ -203,7 +203,12 @@ def test_crash_mid_benchmark_keeps_the_points_and_is_not_restored(lab, baseline)
     assert len(concurrency) >= 3
     client_warmup = BENCH_DEFAULTS["sglang_bench_client_warmup_requests"]
     # Generation requests the simulator answers before the third point; then 20 more, inside it.
-    answered = LOCAL_VARS.get("sglang_bench_warmup_requests") or BENCH_SETTINGS["warmup"]["requests"]
+    # The warm-up: one round per level of max(level, requests) (warmup.concurrency "measured":
+    # every measured concurrency; docs/benchmark.md).
+    requests = LOCAL_VARS.get("sglang_bench_warmup_requests") or BENCH_SETTINGS["warmup"]["requests"]
+    level = LOCAL_VARS.get("sglang_bench_warmup_concurrency") or BENCH_SETTINGS["warmup"]["concurrency"]
+    levels = concurrency if level == "measured" else [int(level)]
+    answered = sum(max(lvl, requests) for lvl in levels)
     answered += sum(client_warmup + num_prompts(c) for c in concurrency[:2])
     assert num_prompts(concurrency[2]) > 20
     before = lab.ledger_bytes()

@@ -85,6 +85,8 @@ def test_two_hosts_run_one_campaign_in_parallel_and_are_judged_apart(fleet):
     result = fleet.campaign({
         "name": "fl", "tiers": ["t03-single-batch-overlap"], "workloads": [{"name": "w", "settings": WORKLOAD}],
         "repeats": 1, "aa_check": False, "calibration": {"enabled": True, "max_deviation_pct": 50},
+        "slo": [{"metric": "p99_ttft_ms", "max": 100}],
+        "slo_search": {"tier": "t03-single-batch-overlap", "low": 1, "high": 32, "tolerance": 8},
     })
     assert result.returncode == 0, result.stdout[-6000:]
     for host in fleet.hosts:
@@ -99,8 +101,14 @@ def test_two_hosts_run_one_campaign_in_parallel_and_are_judged_apart(fleet):
     assert set(calibration["hosts"]) == {"sim-a", "sim-b"}
     assert all(h["deviation_pct"] is not None and not h["excluded"] for h in calibration["hosts"].values())
     # Every verdict compares within one host: one section per host, each against its own baseline.
+    # Each host searched its own live server for the SLO, after its cells, once.
+    for host in fleet.hosts:
+        (line,) = [json.loads(x) for x in (fleet.results / host / "slo_search.jsonl").read_text().splitlines()]
+        assert line["host"] == host and line["campaign"]["name"] == "fl" and line["tier"] == "t03-single-batch-overlap"
+        search = line["slo_search"]
+        assert search["probes"] and search["outcome"] in ("bracketed", "low_fails", "high_passes")
     report = (fleet.root / "campaign-fl.md").read_text()
-    assert "SYNTHETIC" in report and "Node calibration" in report
+    assert "SYNTHETIC" in report and "Node calibration" in report and "SLO search" in report
     for host in fleet.hosts:
         assert f"## Host {host}" in report
 
