@@ -509,10 +509,7 @@ def _point_values(record, metric=CALIBRATION_METRIC):
         value = point.get(metric)
         if point.get("status") == "ok" and isinstance(value, (int, float)):
             by_c.setdefault(str(point["concurrency"]), []).append(float(value))
-    return {
-        c: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1 : len(v) // 2 + 1]) / 2
-        for c, v in by_c.items()
-    }
+    return {c: _median(v) for c, v in by_c.items()}
 
 
 def _median(values):
