@@ -69,14 +69,15 @@ $(WHEEL_CACHE)/%/.fetched: | $(STAMP)
 
 wheels: $(WHEELS) ## Fetch the SGLang wheels the flag-manifest tests parse
 
+# Everything under tests/ (pyproject.toml's testpaths): tests/integration and tests/unit.
 pytest: $(STAMP) $(WHEELS) ## Unit and integration tests (simulator, modules, playbooks)
 	$(VPY) -m pytest -q
 
-# Selected by marker for now (pyproject.toml: integration, molecule); once the tests live in
-# tests/unit and tests/integration this can name the folder instead. A unit test that hangs fails
-# after 2 min (pytest-timeout), not the 15 min an integration test is given.
-unit: $(STAMP) $(WHEELS) ## Unit tests only: no playbook runs, no servers (about a minute)
-	$(VPY) -m pytest -q -m "not integration and not molecule" --timeout=120
+# The folder is the selection: tests/unit holds no playbook run and no server (tests/conftest.py
+# stops a run whose tests/unit has an integration mark, fixture or helper). A unit test that hangs
+# fails after 2 min (pytest-timeout), not the 15 min an integration test is given.
+unit: $(STAMP) $(WHEELS) ## Unit tests only (tests/unit): no playbook runs, no servers (about two minutes)
+	$(VPY) -m pytest -q tests/unit --timeout=120
 
 containers: $(STAMP) ## Install podman and build the local Debian test image (cached)
 	bash tools/containers/setup-podman.sh

@@ -14,7 +14,7 @@ stopped_by_sigterm, a clean log gives "none" (what `healthy` and `hang` logs mus
 
 Exit status: 1 when a healthy/hang/stopped log is flagged as a crash, or when the accuracy is
 below the index's committed_accuracy; else 0. The same functions back
-tests/test_crash_corpus.py, including the regex-evidence check against the pinned wheels
+tests/unit/test_crash_corpus.py, including the regex-evidence check against the pinned wheels
 (.cache/sglang-wheels/<version>/*.whl, read as zip files).
 """
 

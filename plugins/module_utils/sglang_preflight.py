@@ -10,7 +10,7 @@ hands them to the functions below; each returns a list of problems, one mapping 
      "message": "... what is wrong ... what to do"}
 
 The functions read only what they are given (and, for model folders, the folder named), so
-tests/test_preflight.py calls them directly with table-driven cases. Standard library only: this
+tests/unit/test_preflight.py calls them directly with table-driven cases. Standard library only: this
 code runs on the target host (sglang_process for the session/pidfile logic of the lifecycle).
 docs/experiment.md ("Preflight") lists every check and its message.
 """

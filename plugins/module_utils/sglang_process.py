@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Process lifecycle of the SGLang server: find, stop (verified), start detached, port checks,
 # log rotation and the run-state files. Used by the sglang_server_* modules and by
-# tools/perf_lifecycle.py; tested directly by tests/test_process*.py.
+# tools/perf_lifecycle.py; tested directly by tests/unit/test_process_lifecycle_utils.py.
 #
 # Needs psutil on the host that runs the server (the modules fail with a clear message without
 # it). Everything that waits takes `clock` / `sleep` callables so tests can drive it.

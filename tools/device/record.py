@@ -7,7 +7,7 @@ Run in the background on the lent H200 by tools/device/real_gpu_check.sh. Every 
 seconds it writes one JSON line to OUT/timeline.jsonl: the wall time, whether the port accepts a
 connection, the HTTP status of each endpoint (or "refused"/"timeout"), the GPU memory in use
 (nvidia-smi) and the SGLang processes (pid, ppid, sid, title). The lines are what the tests in
-tests/test_real_sglang_contract.py replay: when the port opened, when /health turned 200, how
+tests/unit/test_real_sglang_contract.py replay: when the port opened, when /health turned 200, how
 long a stop took until the port was free, the GPU memory released and no process left.
 
 Standard library and psutil only (both on the device image).

@@ -1,0 +1,189 @@
+"""SGLang's REAL bench_serving (through tools/sglang_bench_client.py) against the simulator.
+
+The JSONL parsed here is written by the real client during the test run, so the
+parser is checked against what bench_serving 0.5.10.post1 actually writes,
+including its non-standard ``Infinity`` for ``--request-rate inf``. A cell of
+several points runs in one client process, as the module runs it. The
+incomplete point (completed < num_prompts) from the real client is tested
+through the role in test_bench_ansible.py.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import sglang_bench_points as bp
+import sglang_ledger as ledger
+from helpers.paths import REPO
+from helpers.processes import free_port
+from helpers.sim import start_bench_sim
+
+SHIM = [sys.executable, str(REPO / "tools" / "sglang_bench_client.py")]
+CLIENT_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory, sim_tokenizer):
+    server = start_bench_sim(tmp_path_factory.mktemp("sim"), sim_tokenizer)
+    yield server
+    server.stop()
+
+
+def plan(port, sim_tokenizer, folder, concurrency, num_prompts=8, per_point=None, **kwargs):
+    """Specs of one cell against ``port`` (``per_point``: {index: {"port": p, "extra_args": [...]}})."""
+    settings = dict(input_len=32, output_len=16, dataset_name="random-ids", output_details=True)
+    settings.update(kwargs)
+    specs = bp.plan_points(concurrency, 1, str(folder), num_prompts=num_prompts)
+    for spec in specs:
+        own = dict(settings, **(per_point or {}).get(spec["index"], {}))
+        spec["argv"] = bp.build_client_argv(
+            [],
+            "127.0.0.1",
+            own.pop("port", port),
+            spec["concurrency"],
+            spec["num_prompts"],
+            output_file=spec["output_file"],
+            tokenizer=str(sim_tokenizer),
+            **own,
+        )
+    return specs
+
+
+def run_cell(specs, folder, **kwargs):
+    kwargs.setdefault("point_timeout", 300)
+    return bp.run_plan(SHIM, specs, str(folder / "plan.json"), str(folder / "client.log"), env=CLIENT_ENV, **kwargs)
+
+
+def test_real_client_point_is_parsed(sim, sim_tokenizer, tmp_path):
+    specs = plan(sim.port, sim_tokenizer, tmp_path, [4])
+    (point,), outcome = run_cell(specs, tmp_path)
+    assert outcome["rc"] == 0, Path(point["client_log"]).read_text()[-3000:]
+    out = Path(point["output_file"])
+
+    text = out.read_text()
+    assert '"request_rate": Infinity' in text  # what the real client writes
+    raw = json.loads(text.splitlines()[-1])
+    assert point["status"] == "ok", point
+    assert point["completed"] == raw["completed"] == 8 and point["failed"] == 0
+    # --random-range-ratio 1.0 and ignore_eos: every request is exactly output_len tokens.
+    assert raw["total_output_tokens"] == 8 * 16
+    for key in (
+        "output_throughput",
+        "total_throughput",
+        "request_throughput",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "median_tpot_ms",
+        "p99_tpot_ms",
+        "mean_itl_ms",
+        "median_itl_ms",
+        "p99_itl_ms",
+        "mean_e2e_latency_ms",
+        "median_e2e_latency_ms",
+        "p99_e2e_latency_ms",
+        "duration",
+    ):
+        assert point[key] == raw[key], key
+        assert isinstance(point[key], float) and point[key] > 0, key
+    assert point["total_throughput"] > point["output_throughput"]
+    assert point["measured_concurrency"] == raw["concurrency"]
+    assert point["client_echo"]["request_rate"] == "inf" and point["client_echo"]["max_concurrency"] == 4
+    assert raw["server_info"]["synthetic"] is True
+    assert outcome["runs"][0]["bench_module"] == "sglang.bench_serving"  # 0.5.10.post1 has no benchmark.serving
+
+    record = ledger.build_record("sim", "baseline", "run", {"request_rate": raw["request_rate"]}, points=[point])
+    line = ledger.encode_record(record).decode()
+    strict = json.loads(line, parse_constant=lambda c: pytest.fail(f"ledger wrote non-JSON {c}"))
+    assert strict["workload"]["request_rate"] == "inf"
+    assert strict["points"][0]["output_throughput"] == raw["output_throughput"]
+
+
+def test_real_client_runs_a_cell_in_one_process(sim, sim_tokenizer, tmp_path):
+    """Four points, one client process; each point's numbers are its own (its own output file and log)."""
+    specs = plan(sim.port, sim_tokenizer, tmp_path, [1, 2, 4, 8], num_prompts=8)
+    points, outcome = run_cell(specs, tmp_path)
+    assert [p["status"] for p in points] == ["ok"] * 4, [Path(p["client_log"]).read_text()[-2000:] for p in points]
+    assert len(outcome["runs"]) == 1
+    pids = {e["pid"] for e in bp.parse_status_lines(Path(outcome["log"]).read_text())}
+    assert pids == {outcome["runs"][0]["pid"]}
+    for point in points:
+        assert point["client_echo"]["max_concurrency"] == point["concurrency"]
+        assert point["completed"] == 8 and point["total_output_tokens"] == 8 * 16
+        assert len(Path(point["output_file"]).read_text().splitlines()) == 1
+        assert f"Max request concurrency:                 {point['concurrency']}" in Path(
+            point["client_log"]
+        ).read_text()
+
+
+def test_real_client_failing_middle_point(sim, sim_tokenizer, tmp_path):
+    """The middle point's server is not there: server_unreachable for it, the others ok, one process."""
+    specs = plan(
+        sim.port,
+        sim_tokenizer,
+        tmp_path,
+        [1, 2, 4],
+        per_point={1: {"port": free_port(), "extra_args": ["--ready-check-timeout-sec", "1"]}},
+    )
+    points, outcome = run_cell(specs, tmp_path, stop_on_failure=False)
+    assert [p["status"] for p in points] == ["ok", "failed", "ok"], points
+    assert points[1]["failure"]["class"] == "server_unreachable" and points[1]["completed"] is None
+    assert "is not ready" in points[1]["failure"]["output_tail"]
+    assert len(outcome["runs"]) == 1
+
+
+def test_real_client_deadline_inside_asyncio(sim, sim_tokenizer, tmp_path):
+    """A server that accepts connections and never answers: the point's requests hang inside
+    bench_serving's event loop until the per-point deadline stops them; the next point runs."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        specs = plan(
+            sim.port,
+            sim_tokenizer,
+            tmp_path,
+            [1, 2],
+            per_point={0: {"port": silent.getsockname()[1], "extra_args": ["--ready-check-timeout-sec", "0"]}},
+        )
+        points, outcome = run_cell(specs, tmp_path, stop_on_failure=False, point_timeout=8, timeout=120)
+    assert [p["status"] for p in points] == ["failed", "ok"], [p.get("failure") for p in points]
+    assert points[0]["failure"]["class"] == "bench_timeout"
+    assert 7 < points[0]["wall_s"] < 60
+    assert len(outcome["runs"]) == 1 and outcome["runs"][0]["timed_out"] is False
+
+
+def test_range_ratio_zero_shortens_requests(sim, sim_tokenizer, tmp_path):
+    """bench_serving's default ratio 0.0 draws lengths down to 1 (why data/benchmark.yml sets 1.0)."""
+    specs = plan(sim.port, sim_tokenizer, tmp_path, [4], num_prompts=12, range_ratio=0.0, output_len=64)
+    (point,), outcome = run_cell(specs, tmp_path)
+    assert point["status"] == "ok", Path(point["client_log"]).read_text()[-3000:]
+    assert point["total_output_tokens"] < 12 * 64
+
+
+def test_unreachable_server_is_classified(sim_tokenizer, tmp_path):
+    """The single-point command line (no --plan) still works and fails the old way."""
+    out = tmp_path / "none.jsonl"
+    port = free_port()
+    argv = bp.build_client_argv(
+        SHIM,
+        "127.0.0.1",
+        port,
+        1,
+        4,
+        8,
+        8,
+        str(out),
+        str(sim_tokenizer),
+        dataset_name="random-ids",
+        extra_args=["--ready-check-timeout-sec", "1"],
+    )
+    outcome = bp.run_client(argv, env=CLIENT_ENV, timeout=120, log_path=str(out) + ".log")
+    assert outcome["rc"] != 0
+    assert bp.read_new_results(str(out)) == []
+    failure_class, reason = bp.classify_client_failure(outcome["rc"], outcome["output"], outcome["timed_out"])
+    assert failure_class == "server_unreachable", outcome["output"][-2000:]

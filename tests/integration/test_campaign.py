@@ -1,0 +1,126 @@
+"""playbooks/campaign.yml on the simulator (SYNTHETIC numbers): a campaign that is killed in the
+middle and resumed, the crashing tier recorded and not retried, a transient failure retried once.
+
+Plain ansible-playbook, as a person runs it (the progress lines are its stdout). The campaign is
+the baseline, t03 and the crashing t01 (SGLANG_SIM_FAULT=crash_on_load through
+sglang_campaign_tier_env) x 2 repeats, interleaved, with the A/A arm: 8 cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import yaml
+from helpers.paths import LOCAL_INVENTORY, REPO, VENV_BIN
+from helpers.playbooks import ExperimentLab, ansible_env, experiment_lab_fixture
+
+CRASH = {"t01-piecewise-cuda-graph": {"SGLANG_SIM_FAULT": "crash_on_load"}}
+WORKLOAD = {"concurrency": [2], "input_len": 32, "output_len": 32, "num_prompts.multiplier": 2,
+            "num_prompts.floor": 4}
+
+
+def campaign_file(path: Path, **fields) -> Path:
+    data = {"name": "t", "baseline": "baseline", "tiers": ["t03-single-batch-overlap", "t01-piecewise-cuda-graph"],
+            "workloads": [{"name": "w", "settings": WORKLOAD}], "repeats": 2, "order": "interleaved",
+            "aa_check": True}
+    data.update(fields)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class CampaignLab(ExperimentLab):
+    def command(self, campaign: Path, **extra) -> list[str]:
+        extravars = {**self.base_vars(), "campaign": str(campaign), "sglang_campaign_report_dir": str(self.root),
+                     "sglang_campaign_tier_env": CRASH, **extra}
+        self.runs += 1
+        varsfile = self.root / f"vars-{self.runs:02d}.json"
+        varsfile.write_text(json.dumps(extravars))
+        playbook = [str(VENV_BIN / "ansible-playbook"), "-i", str(LOCAL_INVENTORY), "playbooks/campaign.yml"]
+        return [*playbook, "-e", f"@{varsfile}"]
+
+    def start(self, campaign: Path, **extra) -> subprocess.Popen:
+        return subprocess.Popen(self.command(campaign, **extra), cwd=REPO, env={**os.environ, **ansible_env()},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def campaign(self, campaign: Path, timeout=900, **extra) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(campaign, **extra), cwd=REPO, env={**os.environ, **ansible_env()},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                              check=False)
+
+    def cells(self, name="t") -> list[dict]:
+        return [r for r in self.records() if (r.get("campaign") or {}).get("name") == name]
+
+
+lab = experiment_lab_fixture("campaign", CampaignLab)
+
+
+def test_a_killed_campaign_resumes_without_redoing_a_final_cell(lab):
+    campaign = campaign_file(lab.root / "campaign.yml")
+    proc = lab.start(campaign)
+    progress = []
+    for line in proc.stdout:  # the progress shows while it runs, one line per recorded cell
+        if line.startswith("PROGRESS "):
+            progress.append(line)
+            if len(progress) == 3:
+                break
+    os.killpg(proc.pid, signal.SIGKILL)  # the controller and its workers, in the middle of cell 4
+    proc.wait(timeout=30)
+    assert "3 done (1 failed), 5 left, ETA" in progress[-1], progress
+    assert "t01-piecewise-cuda-graph/w/r1 failed: dynamo_fp4_jit" in progress[-1]
+
+    before = lab.cells()
+    assert [r["campaign"]["cell"] for r in before] == [
+        "baseline/w/r1", "t03-single-batch-overlap/w/r1", "t01-piecewise-cuda-graph/w/r1"]
+    assert all(line.endswith(b"}") for line in lab.ledger_bytes().splitlines() if line)  # no torn line
+    lock = json.loads((lab.run_dir / "sglang.lock").read_text())  # left behind, naming its dead holder
+    assert lock["pid"] and not Path(f"/proc/{lock['pid']}").exists()
+
+    done = lab.campaign(campaign)
+    assert done.returncode == 0, done.stdout[-6000:]
+    assert "took over a stale experiment lock" in done.stdout  # the killed controller's, told on stderr
+    assert "8 cells: 3 already final in the ledger (1 of them failed), 5 to run" in done.stdout
+    after = lab.cells()
+    assert after[: len(before)] == before  # nothing before the kill was rewritten
+    cells = [r["campaign"]["cell"] for r in after]
+    assert sorted(set(cells)) == sorted(cells), cells  # no cell measured twice
+    assert len(cells) == 8
+    crashed = [r for r in after if r["tier"] == "t01-piecewise-cuda-graph"]
+    assert [(r["failure"]["class"], r["campaign"]["attempt"]) for r in crashed] == [("dynamo_fp4_jit", 1)] * 2
+    assert all(r["status"] == "success" for r in after if r["tier"] != "t01-piecewise-cuda-graph")
+    # Every measured concurrency was warmed up first, and how long it took is in the record.
+    assert all([lvl["concurrency"] for lvl in r["warmup"]["per_level"]] == [2] for r in after if r["points"])
+    assert not (lab.run_dir / "sglang.lock").exists()
+
+    report = (lab.root / "campaign-t.md").read_text()
+    assert "SYNTHETIC" in report and "A/A" in report and "dynamo_fp4_jit" in report
+
+    # Nothing left: the same command plans nothing and leaves the running server alone.
+    server = lab.server()
+    again = lab.campaign(campaign)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert "8 cells: 8 already final in the ledger (2 of them failed), 0 to run" in again.stdout
+    assert lab.server()["pid"] == server["pid"] and len(lab.cells()) == 8
+
+
+def test_a_transient_failure_is_retried_once_and_the_campaign_goes_on(lab):
+    campaign = campaign_file(lab.root / "transient.yml", name="tr", tiers=["t04-ep8"], repeats=1, aa_check=False)
+    result = lab.campaign(campaign, sglang_campaign_tier_env={"t04-ep8": {"SGLANG_SIM_FAULT": "port_in_use"}})
+    assert result.returncode == 0, result.stdout[-6000:]
+    cells = lab.cells("tr")
+    assert [(r["campaign"]["cell"], r["status"], r["campaign"]["attempt"]) for r in cells] == [
+        ("baseline/w/r1", "success", 1), ("t04-ep8/w/r1", "failed", 1), ("t04-ep8/w/r1", "failed", 2)]
+    assert {r["failure"]["class"] for r in cells[1:]} == {"port_in_use"}
+    assert "(transient: tried again)" in result.stdout
+
+
+def test_a_spent_budget_starts_no_cell_and_says_how_to_go_on(lab):
+    campaign = campaign_file(lab.root / "budget.yml", name="bu", tiers=["t03-single-batch-overlap"], repeats=1,
+                             aa_check=False, budget_minutes=0.001)
+    result = lab.campaign(campaign)
+    assert result.returncode == 0, result.stdout[-6000:]
+    assert lab.cells("bu") == []
+    assert "budget of 0.001 minutes is spent" in result.stdout and "run of the same command" in result.stdout

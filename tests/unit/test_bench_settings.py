@@ -1,0 +1,91 @@
+"""The effective benchmark settings (module_utils/sglang_bench_settings.py): data/benchmark.yml + overrides.
+
+Run against the real data/benchmark.yml; every bad value is refused with the variable that set it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sglang_bench_settings as settings
+import yaml
+from helpers.paths import REPO
+
+DATA = yaml.safe_load((REPO / "data" / "benchmark.yml").read_text())
+
+
+def test_the_file_alone():
+    cfg = settings.resolve_settings(DATA, {}, "/x/benchmark.yml")
+    assert cfg["concurrency"] == DATA["concurrency"] == [1, 10, 256, 1024]
+    assert cfg["num_prompts"] == DATA["num_prompts"] and cfg["repeats"] == DATA["repeats"]
+    assert cfg["request_rate"] == "inf" and cfg["noise_threshold_pct"] == float(DATA["noise_threshold_pct"])
+    assert {k: v for k, v in cfg["warmup"].items() if k != "levels"} == DATA["warmup"]
+    assert cfg["settings_file"] == "/x/benchmark.yml"
+
+
+def test_a_measured_warm_up_has_one_level_per_measured_concurrency():
+    cfg = settings.resolve_settings({**DATA, "warmup": {**DATA["warmup"], "concurrency": "measured"}})
+    assert cfg["warmup"]["concurrency"] == "measured" and cfg["warmup"]["levels"] == [1, 10, 256, 1024]
+    cfg = settings.resolve_settings(DATA, {"sglang_bench_concurrency": "2,4", "sglang_bench_warmup_concurrency": "3"})
+    assert cfg["warmup"]["concurrency"] == 3 and cfg["warmup"]["levels"] == [3]
+
+
+def test_a_workload_wins_over_the_inventory_and_names_itself_when_bad():
+    cfg = settings.resolve_settings(
+        DATA, {"sglang_bench_input_len": 32, "sglang_bench_concurrency": [1]}, workload={"concurrency": [2, 4]}
+    )
+    assert cfg["concurrency"] == [2, 4] and cfg["input_len"] == 32
+    with pytest.raises(settings.SettingsError) as err:
+        settings.resolve_settings(DATA, {}, workload={"input_len": 0, "concurency": [1]})
+    assert any(p.startswith("workload setting input_len = 0") for p in err.value.problems)
+    assert any("'concurency' is not a benchmark setting" in p for p in err.value.problems)
+
+
+def test_overrides_win_and_null_means_the_file():
+    cfg = settings.resolve_settings(
+        DATA, {"sglang_bench_input_len": 32, "sglang_bench_output_len": None, "sglang_bench_warmup_requests": 4}
+    )
+    assert cfg["input_len"] == 32 and cfg["output_len"] == DATA["output_len"]
+    assert cfg["warmup"]["requests"] == 4 and cfg["warmup"]["concurrency"] == DATA["warmup"]["concurrency"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1,10", [1, 10]), ("1, 10 256", [1, 10, 256]), (" 4 ", [4]), (["2", 8], [2, 8]), ([1], [1])],
+)
+def test_concurrency_coercion(value, expected):
+    assert settings.resolve_settings(DATA, {"sglang_bench_concurrency": value})["concurrency"] == expected
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "words"),
+    [
+        ("sglang_bench_concurrency", [1, 0, 10], "non-empty list of integers >= 1"),
+        ("sglang_bench_concurrency", [], "non-empty list"),
+        ("sglang_bench_concurrency", "1;10", "non-empty list"),
+        ("sglang_bench_concurrency", [1.5], "non-empty list"),
+        ("sglang_bench_input_len", 0, "integer >= 1"),
+        ("sglang_bench_output_len", "many", "integer >= 1"),
+        ("sglang_bench_random_range_ratio", 1.5, "within [0, 1]"),
+        ("sglang_bench_num_prompts_floor", 0, "integer >= 1"),
+        ("sglang_bench_request_rate", "-2", "inf or a positive number"),
+        ("sglang_bench_repeats", 0, "integer >= 1"),
+        ("sglang_bench_warmup_concurrency", True, "integer >= 1 or 'measured'"),
+        ("sglang_bench_noise_threshold_pct", -1, "number >= 0"),
+        ("sglang_bench_dataset_name", "sharegpt", "random, random-ids"),
+        ("sglang_bench_seed", "x", "integer"),
+    ],
+)
+def test_bad_values_name_the_variable(var, value, words):
+    with pytest.raises(settings.SettingsError) as err:
+        settings.resolve_settings(DATA, {var: value}, "data/benchmark.yml")
+    (problem,) = err.value.problems
+    assert problem.startswith(f"{var} = {value!r}: ") and words in problem and "data/benchmark.yml" in problem
+
+
+def test_every_problem_is_reported_and_the_file_is_named_when_it_is_wrong():
+    data = {**DATA, "warmup": {**DATA["warmup"], "timeout_s": 0}, "repeats": 0}
+    with pytest.raises(settings.SettingsError) as err:
+        settings.resolve_settings(data, {"sglang_bench_input_len": -1})
+    assert len(err.value.problems) == 3
+    assert any(p.startswith("repeats in the settings file = 0") for p in err.value.problems)
+    assert any(p.startswith("warmup.timeout_s in the settings file = 0") for p in err.value.problems)

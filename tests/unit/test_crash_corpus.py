@@ -1,0 +1,200 @@
+"""The crash catalogue against the corpus of real SGLang logs (tests/fixtures/crashlogs/).
+
+index.yml lists every log with its source, the SGLang version and the expected class
+(docs/crash-corpus.md). These tests fail when a healthy/hang log or one of our own SIGTERM
+stops is flagged as a crash, when the accuracy falls below the committed floor, when the
+corpus shrinks below what the catalogue was built on, and when a catalogue regex has no
+evidence (a string in a pinned SGLang wheel's source, or a line of a corpus log).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import crash_corpus
+import pytest
+import yaml
+from ansible.module_utils import sglang_crash
+from helpers.paths import FIXTURES, REPO
+
+CORPUS = FIXTURES / "crashlogs"
+ACCURACY_FLOOR = 0.90  # committed_accuracy may rise above it, never drop below
+RECORDINGS = "/work/shared/real-sglang/recordings/"
+
+
+@pytest.fixture(scope="module")
+def entries():
+    return yaml.safe_load((REPO / "data" / "crash_signatures.yml").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def catalog(entries):
+    return sglang_crash.compile_catalog(entries)
+
+
+@pytest.fixture(scope="module")
+def index():
+    return crash_corpus.load_index()
+
+
+@pytest.fixture(scope="module")
+def results(catalog, index):
+    return crash_corpus.evaluate(catalog, index)
+
+
+# --------------------------------------------------------------------------- the corpus itself
+
+
+def test_index_and_files_agree(index):
+    listed = [item["file"] for item in index["logs"]]
+    assert len(listed) == len(set(listed)), "a log is listed twice"
+    on_disk = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.log"))
+    assert sorted(listed) == on_disk
+
+
+def test_every_log_has_provenance(index, catalog):
+    classes = {entry["class"] for entry in catalog} | {"healthy"}
+    for item in index["logs"]:
+        where = item["file"]
+        assert item["expected"] == where.split("/")[0], f"{where}: the folder is the expected class"
+        assert item["expected"] in classes, where
+        assert str(item["source"]).startswith(("https://", "http://", RECORDINGS)), where
+        version = str(item["sglang_version"])
+        assert re.match(r"^(\d+\.\d+|nightly|unknown \(.+\))", version), f"{where}: {version!r}"
+        assert len(str(item["reason"])) > 20, where
+        assert (CORPUS / where).stat().st_size > 0, where
+
+
+def test_corpus_is_big_enough(index):
+    summary = crash_corpus.corpus_summary(index)
+    assert summary["logs"] >= 50
+    assert len(summary["crash_classes"]) >= 12
+    releases = {v for v in summary["stated_versions"] if re.match(r"^\d+\.\d+\.\d+", v)}
+    assert len(releases) >= 5, releases
+    assert summary["no_crash_logs"] >= 5
+    size = sum(p.stat().st_size for p in CORPUS.rglob("*"))
+    assert size < 3 << 20, f"the corpus is {size} bytes: keep it small"
+
+
+def test_the_real_0517_recordings_are_in_it(index):
+    sources = {str(item["source"]).split()[0]: item["expected"] for item in index["logs"]}
+    must = {
+        RECORDINGS + "0.5.17-h200-tp1/server_main.log": "stopped_by_sigterm",
+        RECORDINGS + "0.5.17-h200-tp1/server_term_idle.log": "stopped_by_sigterm",
+        RECORDINGS + "0.5.17-h200-tp1/server_kill_child.log": "scheduler_killed",
+        RECORDINGS + "0.5.17-h200-tp1/server_tiny_mem.log": "kv_cache_no_memory",
+        RECORDINGS + "0.5.17-h200-tp1-graphs/server_cudagraph.log": "healthy",
+        RECORDINGS + "0.5.17-h200-tp1-graphs/server_tc_piecewise.log": "healthy",
+    }
+    for source, expected in must.items():
+        assert sources.get(source) == expected, source
+
+
+@pytest.mark.parametrize("relative, recording", [
+    ("stopped_by_sigterm/h200-tp1-sigterm-idle.log", "0.5.17-h200-tp1/server_term_idle.log"),
+    ("healthy/h200-tp1-cudagraph.log", "0.5.17-h200-tp1-graphs/server_cudagraph.log"),
+])
+def test_recordings_are_copied_verbatim(relative, recording):
+    original = Path(RECORDINGS) / recording
+    if not original.is_file():
+        pytest.skip(f"{original} is not on this machine")
+    assert (CORPUS / relative).read_bytes() == original.read_bytes()
+
+
+# --------------------------------------------------------------------------- the score
+
+
+def test_no_healthy_hang_or_stopped_log_is_flagged(results):
+    flagged = [r for r in results if r["expected"] in crash_corpus.NOT_FLAGGED and r["got"] != r["want"]]
+    assert not flagged, "\n".join(f"{r['file']} -> {r['got']}: {r['line']}" for r in flagged)
+
+
+def test_our_sigterm_stops_are_a_non_fatal_outcome(catalog, index):
+    stops = [item["file"] for item in index["logs"] if item["expected"] == "stopped_by_sigterm"]
+    assert len(stops) >= 3
+    for relative in stops:
+        outcome = sglang_crash.classify_outcome(catalog, crash_corpus.read_log(relative))
+        assert outcome["outcome"] == sglang_crash.OUTCOME_STOPPED and outcome["fatal"] is False, relative
+        assert "SIGTERM received" in outcome["report"]["crash_line"]
+
+
+def test_accuracy_holds_the_committed_floor(results, index):
+    committed = float(index["committed_accuracy"])
+    assert committed >= ACCURACY_FLOOR, "committed_accuracy may only rise"
+    scores = crash_corpus.score(results)
+    confusions = "\n".join(f"{r['want']} -> {r['got']}  {r['file']}" for r in scores["confusions"])
+    assert scores["accuracy"] >= committed, f"{scores['accuracy']:.3f} < {committed}\n{confusions}"
+
+
+def test_burst_ranking_names_root_causes(results):
+    # Logs where a generic line (Scheduler hit an exception / sigquit) follows or precedes the cause.
+    by_file = {r["file"]: r for r in results}
+    for relative, expected in {
+        "nccl_error/i5594-h100-nccl-warn-socket-connect.log": "nccl_error",  # NCCL WARN, then generic
+        "nccl_error/i4289-nccl-init-unhandled-system-error.log": "nccl_error",  # NCCL error, then sigquit
+        "cuda_illegal_memory_access/verl1611-rollout-illegal-memory-access.log": "cuda_illegal_memory_access",
+        "piecewise_cuda_graph_failed/pr27811-amd-tcpiecewise-context.log": "piecewise_cuda_graph_failed",
+        "scheduler_killed/h200-tp1-sigkill-scheduler.log": "scheduler_killed",  # -9, then SIGQUIT received
+        "unsupported_arch/rlinf92-rtx5090-triton-ptxas-sm120.log": "unsupported_arch",
+    }.items():
+        assert by_file[relative]["got"] == expected, relative
+
+
+# --------------------------------------------------------------------------- regex evidence
+
+
+@pytest.fixture(scope="module")
+def wheels():
+    found = crash_corpus.pinned_wheels()
+    missing = set(crash_corpus.PINNED_WHEELS) - set(found)
+    if missing:
+        pytest.skip(
+            f"pinned SGLang wheels missing from .cache/sglang-wheels: {sorted(missing)} "
+            "(make crash-corpus fetches them: .venv/bin/pip download --no-deps -d .cache/sglang-wheels/<v> sglang==<v>)"
+        )
+    return found
+
+
+def test_every_regex_has_evidence(entries, index, wheels):
+    evidence = crash_corpus.regex_evidence(entries, crash_corpus.corpus_lines(index), wheels)
+    missing = [f"{cls} {field}: {regex}" for (cls, field, regex), where in evidence.items() if where is None]
+    assert not missing, "regexes that match nothing in the pinned wheels' source or the corpus:\n" + "\n".join(missing)
+
+
+def test_wheel_evidence_is_real(wheels):
+    # Without the corpus, messages SGLang prints itself are found in the wheels' source...
+    sglang_printed = [
+        "Scheduler hit an exception",
+        "DetokenizerManager hit an exception",
+        "Not enough memory\\. Please try to increase --mem-fraction-static",
+        "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=",
+        "Subprocess \\S+ \\(pid=[0-9]+\\) crashed with exit code",
+        "The memory capacity is unbalanced\\. Some GPUs may be occupied by other processes",
+    ]
+    foreign = "an illegal memory access was encountered"  # torch's text, not SGLang's
+    probe = [{"class": "probe", "regex": sglang_printed + [foreign]}]
+    evidence = crash_corpus.regex_evidence(probe, [], wheels)
+    for regex in sglang_printed:
+        assert evidence[("probe", "regex", regex)] is not None, regex
+        assert evidence[("probe", "regex", regex)][0] == "wheel"
+    # ...and a message that is not SGLang's is not.
+    assert evidence[("probe", "regex", foreign)] is None
+
+
+@pytest.mark.parametrize("version", crash_corpus.PINNED_WHEELS)
+def test_capture_begin_wording_of_every_pinned_release_is_covered(entries, wheels, version):
+    # The `after` condition of the capture-OOM entry must match the capture-begin message each
+    # pinned release prints (0.5.17+: "Capture target prefill CUDA graph begin. backend=...").
+    after = next(e["after"] for e in entries if e["class"] == "cuda_oom_graph_capture" and e.get("after"))
+    patterns = [re.compile(regex) for regex in after]
+    strings = crash_corpus.wheel_strings(wheels[version], [{"graph", "begin"}])
+    rendered = [
+        filled
+        for texts in strings.values()
+        for text, count in texts
+        if "graph begin" in text.lower()
+        for filled in crash_corpus._fillings(text, count)
+    ]
+    assert rendered, f"no capture-begin message found in {version}"
+    assert any(p.search(s) for p in patterns for s in rendered), version
