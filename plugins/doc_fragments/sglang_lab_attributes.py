@@ -1,18 +1,23 @@
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The attributes every module of this project declares, described once.
+"""The attributes every module of this project declares, and its author, described once.
 
-Modules list ``sglang_lab_attributes`` (and ``.read_only`` / ``.facts`` where they fit) under
-``extends_documentation_fragment`` and state only their own ``support`` and ``details``.
+Modules list ``sglang_lab_attributes`` (and ``.read_only`` where it fits) under
+``extends_documentation_fragment`` and state only their own ``support`` and ``details``. The
+``facts`` attribute of the modules that set facts comes with their ``ansible_facts`` return value
+from ``sglang_lab_facts``.
 """
 
 from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # Standard fragment: every module. No module of this project returns a diff.
+    # Standard fragment: every module. No module of this project returns a diff. The author is the
+    # project's (a module may add its own; author lists merge).
     DOCUMENTATION = r"""
 options: {}
+author:
+  - SGLang lab contributors
 attributes:
   check_mode:
     description: Can run in C(check_mode) and return a changed status prediction without modifying the target.
@@ -38,13 +43,4 @@ attributes:
     support: full
     details:
       - This action does not modify state.
-"""
-
-    # With the standard fragment: a module that returns ansible_facts.
-    FACTS = r"""
-options: {}
-attributes:
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
 """

@@ -3,7 +3,7 @@
 """The provenance options of the modules that write ledger records (sglang_bench, sglang_ledger_append).
 
 Declared once as PROVENANCE_ARGUMENT_SPEC in plugins/module_utils/sglang_provenance.py, next to
-collect_provenance() that consumes them; documented once here. tests/test_module_docs.py checks
+collect_provenance() that consumes them; documented once here. tests/unit/test_module_docs.py checks
 that both agree, option by option.
 """
 

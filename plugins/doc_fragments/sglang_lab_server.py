@@ -3,9 +3,12 @@
 """Options shared by the modules that talk to, or manage, the SGLang server.
 
 DOCUMENTATION: the server's HTTP address, for clients of a running server (sglang_warmup,
-sglang_bench). The named fragments serve the lifecycle modules (sglang_server_*):
-``.run_dir`` (the run-state directory), ``.port`` (the port of the managed server, required),
-``.health`` (the health probe) and ``.patterns`` (the command lines of SGLang server processes).
+sglang_bench, sglang_slo_search). The named fragments serve the lifecycle modules (sglang_server_*):
+``.run_dir`` (the run-state directory), ``.psutil`` (the requirement of the modules that find,
+signal or probe the server's processes: sglang_server_start, _stop, _wait_ready, _status and
+sglang_experiment_preflight; sglang_server_lock states its own, optional use), ``.port`` (the
+port of the managed server, required), ``.health`` (the health probe) and ``.patterns`` (the
+command lines of SGLang server processes).
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ options:
         C(server.json), C(server.exit), C(wait_ready.json) and the experiment lock C(sglang.lock).
     type: path
     required: true
+"""
+
+    # No options: the requirement only (a fragment needs options or attributes).
+    PSUTIL = r"""
+options: {}
+requirements:
+  - psutil (on the host that runs the server)
 """
 
     PORT = r"""

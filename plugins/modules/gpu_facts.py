@@ -19,12 +19,10 @@ description:
   - Fields nvidia-smi prints as C([N/A]) or C([Not Supported]) become null. A field holding an
     error (C([GPU requires reset]), C([Unknown Error])) becomes null too and marks the GPU
     C(healthy=false), with the raw text in its C(problems).
-author:
-  - SGLang tiers project
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_attributes.read_only
-  - sglang_lab_attributes.facts
+  - sglang_lab_facts
   - sglang_lab_nvidia_smi
 options:
   fail_on_missing:
@@ -64,10 +62,9 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment:
+  - sglang_lab_facts
 ansible_facts:
-  description: Facts returned by the module.
-  returned: always
-  type: dict
   contains:
     gpu_facts:
       description: What nvidia-smi reported.

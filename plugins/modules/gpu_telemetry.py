@@ -26,8 +26,6 @@ description:
   - When nvidia-smi is missing, O(state=started) returns C(skipped) with the reason and starts
     nothing. Only O(state=started) runs O(nvidia_smi); O(state=stopped) finds the sampler
     through O(pidfile).
-author:
-  - SGLang tiers project
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_nvidia_smi

@@ -4,9 +4,9 @@
 
 
 DOCUMENTATION = r"""
----
 module: sglang_bench_compare
 short_description: Compare a ledger record with the latest successful baseline
+version_added: "1.0.0"
 description:
   - Reads the JSONL ledger and compares one record, concurrency by
     concurrency, with the latest successful record of the baseline tier from
@@ -17,20 +17,18 @@ description:
     percent and a verdict - C(better), C(worse) or C(within_noise) against
     O(threshold_pct), which the result states. TPOT is better when lower.
   - Reads only; never changes the ledger.
-version_added: "1.0.0"
-author:
-  - SGLang lab contributors
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_attributes.read_only
+  - sglang_lab_facts
 options:
+  record_id:
+    description: The record to compare; the ledger's last record when omitted.
+    type: str
   ledger:
     description: Path of the ledger.
     type: path
     required: true
-  record_id:
-    description: The record to compare; the ledger's last record when omitted.
-    type: str
   threshold_pct:
     description: Noise threshold in percent (data/benchmark.yml noise_threshold_pct).
     type: float
@@ -52,10 +50,9 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment:
+  - sglang_lab_facts
 ansible_facts:
-  description: Facts set by this module.
-  returned: always
-  type: dict
   contains:
     sglang_bench_compare:
       description:

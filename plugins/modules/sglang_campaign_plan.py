@@ -4,9 +4,9 @@
 
 
 DOCUMENTATION = r"""
----
 module: sglang_campaign_plan
 short_description: Plan what is left of a campaign on a host, from its ledger
+version_added: "1.0.0"
 description:
   - Expands a checked campaign (filter sglang_campaign_load) into its cells - every
     (arm, workload, repeat) in run order - and gives each its content key, a sha256 of the
@@ -21,9 +21,6 @@ description:
   - Warns when a done cell's record was measured on a node whose fingerprint (hostname, kernel,
     project revision, GPUs, SGLang version) differs from this one.
   - Never writes.
-version_added: "1.0.0"
-author:
-  - SGLang lab contributors
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_attributes.read_only

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: sglang_experiment_preflight
 short_description: Check that a whole experiment can run, before anything is stopped
+version_added: "1.0.0"
 description:
   - Run by role sglang_experiment's validate entry point (and playbooks/validate.yml) after the
     tier's launch is composed and before the experiment lock and the verified stop. It reads,
@@ -24,15 +24,11 @@ description:
     host override overrules is refused).
   - Fails with one message that lists every problem, each naming the variable, its value and
     what to do (module_utils/sglang_preflight.py; docs/experiment.md, "Preflight").
-version_added: "1.0.0"
-author:
-  - sglang-lab
-requirements:
-  - psutil (on the host that runs the server)
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_attributes.read_only
   - sglang_lab_server.run_dir
+  - sglang_lab_server.psutil
   - sglang_lab_server.patterns
   - sglang_lab_nvidia_smi
 options:

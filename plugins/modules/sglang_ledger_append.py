@@ -4,9 +4,9 @@
 
 
 DOCUMENTATION = r"""
----
 module: sglang_ledger_append
 short_description: Append one experiment record to the JSONL ledger
+version_added: "1.0.0"
 description:
   - Builds a ledger record (schema_version 1, docs/ledger.md) for one
     experiment run of one tier - its benchmark points, its failure class if
@@ -17,9 +17,6 @@ description:
     A record whose O(record_id) is already present is not appended again.
   - A run that failed still gets a record, with O(failure) (for example the
     crash class found in the server log) and whatever points completed.
-version_added: "1.0.0"
-author:
-  - SGLang lab contributors
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_provenance

@@ -4,9 +4,9 @@
 
 
 DOCUMENTATION = r"""
----
 module: sglang_ledger_info
 short_description: Answer the experiment's questions about a host's ledger
+version_added: "1.0.0"
 description:
   - Reads the JSONL ledger (docs/ledger.md) on the target host and answers
     the queries the experiment cycle asks, in one place - the last record
@@ -17,13 +17,10 @@ description:
     again after a failure.
   - Torn or foreign lines are skipped and reported in C(problems); a missing
     ledger is an empty one. Never writes.
-version_added: "1.0.0"
-author:
-  - SGLang lab contributors
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_attributes.read_only
-  - sglang_lab_attributes.facts
+  - sglang_lab_facts
 options:
   ledger:
     description: Path of the ledger on the target host.
@@ -55,10 +52,9 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment:
+  - sglang_lab_facts
 ansible_facts:
-  description: Facts set by this module.
-  returned: always
-  type: dict
   contains:
     sglang_ledger_info:
       description:

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: sglang_server_lock
 short_description: Take or give back the per-host lock that lets one experiment drive the SGLang server
+version_added: "1.0.0"
 description:
   - The lock is C(<run_dir>/sglang.lock), a JSON record of its holder (token, pid, user, host,
     play, since); O(run_dir) is created mode 0750 if missing. A second experiment fails to take
@@ -18,9 +18,6 @@ description:
     controller is this host. A lock whose holder pid no longer runs (or was reused) is stale and
     is taken over, which RV(took_over) reports. When the controller is another machine the pid
     cannot be checked here; such a lock goes stale only after O(max_age_seconds), or with O(force).
-version_added: "1.0.0"
-author:
-  - sglang-lab
 requirements:
   - psutil (to check the holder pid)
 extends_documentation_fragment:

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: sglang_server_start
 short_description: Start an SGLang launch script detached and record its run state
+version_added: "1.0.0"
 description:
   - Refuses when the port is taken, naming the process that holds it (pid and command line).
   - Refuses when another server recorded in O(run_dir) still runs; returns unchanged when the
@@ -22,14 +22,10 @@ description:
     started_at, script, script_sha256, log, plus pid_create_time and exit_file). O(run_dir) and
     O(log_dir) are created mode 0750 if missing.
   - Does not wait for readiness; use M(sglang_server_wait_ready).
-version_added: "1.0.0"
-author:
-  - sglang-lab
-requirements:
-  - psutil (on the host that runs the server)
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_server.run_dir
+  - sglang_lab_server.psutil
   - sglang_lab_server.port
 options:
   script:

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: sglang_server_status
 short_description: Report the SGLang server of this host as facts
+version_added: "1.0.0"
 description:
   - Reads the run state written by M(sglang_server_start) and checks it against the live
     system; sets the fact C(sglang_server) (under C(ansible_facts)).
@@ -16,16 +16,12 @@ description:
     GPU memory per GPU and the server's compute processes (where nvidia-smi exists), the
     experiment lock, and SGLang processes outside the recorded session (C(unmanaged)).
   - Read-only.
-version_added: "1.0.0"
-author:
-  - sglang-lab
-requirements:
-  - psutil
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_attributes.read_only
-  - sglang_lab_attributes.facts
+  - sglang_lab_facts
   - sglang_lab_server.run_dir
+  - sglang_lab_server.psutil
   - sglang_lab_server.port
   - sglang_lab_server.health
   - sglang_lab_server.patterns
@@ -60,10 +56,9 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment:
+  - sglang_lab_facts
 ansible_facts:
-  description: Facts set by this module.
-  returned: always
-  type: dict
   contains:
     sglang_server:
       description: >-

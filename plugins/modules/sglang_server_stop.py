@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: sglang_server_stop
 short_description: Stop an SGLang server and verify that nothing of it is left
+version_added: "1.0.0"
 description:
   - Finds the server's processes by the session id recorded at start (every child keeps it,
     even when orphaned), by the pidfile's process and its descendants, and, as a safety net
@@ -22,14 +22,10 @@ description:
   - Fails, naming PID, command line and state (for example disk-sleep 'D'), when a process
     survives SIGKILL; fails naming the holder when the port stays taken.
   - On success the pidfile is removed and server.json becomes server.last.json.
-version_added: "1.0.0"
-author:
-  - sglang-lab
-requirements:
-  - psutil (on the host that runs the server)
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_server.run_dir
+  - sglang_lab_server.psutil
   - sglang_lab_server.port
   - sglang_lab_server.patterns
   - sglang_lab_nvidia_smi

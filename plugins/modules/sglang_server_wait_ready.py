@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: sglang_server_wait_ready
 short_description: Wait for an SGLang server to be ready, failing at once with a classified crash
+version_added: "1.0.0"
 description:
   - Every O(interval_seconds) reads what the log gained since the last look and matches each
     new line against the crash-signature catalog (O(signatures), the content of
@@ -23,14 +23,10 @@ description:
     returns RV(ready)=false with RV(sglang_progress); the role calls it in an C(until:) loop and
     the C(sglang_progress) callback prints the progress line of every retry. Its place in the log
     is kept in C(<run_dir>/wait_ready.json).
-version_added: "1.0.0"
-author:
-  - sglang-lab
-requirements:
-  - psutil (on the host that runs the server)
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_server.run_dir
+  - sglang_lab_server.psutil
   - sglang_lab_server.health
 options:
   signatures:

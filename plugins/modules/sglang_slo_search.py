@@ -4,9 +4,9 @@
 
 
 DOCUMENTATION = r"""
----
 module: sglang_slo_search
 short_description: Find the highest concurrency (or request rate) at which a live SGLang server meets an SLO
+version_added: "1.0.0"
 description:
   - Bisects one load dimension - C(--max-concurrency), or C(--request-rate)
     in whole requests per second - between O(low) and O(high) on a server
@@ -33,13 +33,11 @@ description:
     one JSON line to O(output) (the ledger's append protocol, docs/ledger.md;
     a line whose record id is already there is not appended again).
     docs/slo-search.md describes the method and the line.
-version_added: "1.0.0"
-author:
-  - SGLang lab contributors
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_provenance
   - sglang_lab_server
+  - sglang_lab_workload
 options:
   slo:
     description:
@@ -111,49 +109,12 @@ options:
     required: true
   client_command:
     description:
-      - The command that starts the client loader, before its C(--plan)
-        argument, as for M(sglang_bench) (for example C([<ml-env>/bin/python,
+      - The client loader's command line up to its C(--plan) argument, as for
+        M(sglang_bench) (for example C([<ml-env>/bin/python,
         <dir>/sglang_bench_client.py])).
     type: list
     elements: str
     required: true
-  client_env:
-    description: Extra environment for the client, for example C(HF_HUB_OFFLINE=1).
-    type: dict
-    default: {}
-  num_prompts:
-    description:
-      - Requests sent at every probe. Give this or O(num_prompts_multiplier)
-        and O(num_prompts_floor).
-    type: int
-  num_prompts_multiplier:
-    description:
-      - With O(num_prompts_floor), a probe's num_prompts is max(multiplier *
-        value, floor) - slots times the multiplier for concurrency,
-        multiplier seconds of arrivals for a request rate (data/benchmark.yml's rule).
-    type: int
-  num_prompts_floor:
-    description: Smallest num_prompts for the rule above.
-    type: int
-  input_len:
-    description: Input tokens per request (C(--random-input-len)).
-    type: int
-    required: true
-  output_len:
-    description: Output tokens per request (C(--random-output-len)).
-    type: int
-    required: true
-  range_ratio:
-    description: C(--random-range-ratio); 1.0 makes every request full length.
-    type: float
-    default: 1.0
-  dataset_name:
-    description: bench_serving dataset (C(random) or C(random-ids)).
-    type: str
-    default: random
-  dataset_path:
-    description: Local dataset file (the ShareGPT JSON for C(random)).
-    type: path
   request_rate:
     description:
       - C(--request-rate) of every probe when O(dimension=concurrency);
@@ -161,26 +122,6 @@ options:
         O(dimension=request_rate).
     type: str
     default: inf
-  seed:
-    description: C(--seed) for prompt and length sampling, the same for every probe.
-    type: int
-    default: 1
-  tokenizer:
-    description:
-      - Tokenizer path or Hugging Face id for the client. When omitted, the
-        one the server itself loaded (C(/server_info)'s C(tokenizer_path),
-        else its C(model_path)).
-    type: str
-  model:
-    description: C(--model) for the client; defaults to O(tokenizer).
-    type: str
-  served_model_name:
-    description: C(--served-model-name) for the client.
-    type: str
-  output_details:
-    description: Add C(--output-details) so per-request errors are kept in each probe's point.
-    type: bool
-    default: false
   client_warmup_requests:
     description:
       - bench_serving's own C(--warmup-requests) before each probe (its default
@@ -196,11 +137,6 @@ options:
       - With C(false), or O(dimension=request_rate), O(client_warmup_requests) applies.
     type: bool
     default: true
-  extra_args:
-    description: More bench_serving arguments for every probe, appended last.
-    type: list
-    elements: str
-    default: []
   point_timeout:
     description:
       - Seconds one probe may run - a deadline inside the client process. A
