@@ -15,6 +15,11 @@ Usage::
     # Either, with the full SGLang install (torch) instead of the light shells.
     python tools/sglang_bench_client.py --full-sglang --plan /path/plan.json
 
+    # A cell that starts only when told: import bench_serving, say "ready",
+    # then wait for one line on stdin, "go" (run the plan) or anything else
+    # (run nothing, exit 3). Module sglang_bench warms the server up meanwhile.
+    python tools/sglang_bench_client.py --plan /path/plan.json --wait-go
+
 Which bench_serving
 -------------------
 ``sglang.benchmark.serving`` where the installed SGLang has it (0.5.23 moved
@@ -75,7 +80,9 @@ first point that is not ok: no new result line, a non-zero exit, a timeout,
 or ``completed`` != ``num_prompts`` (the same rule as the ledger's point
 status; the failure class is decided by the caller from the log, in
 plugins/module_utils/sglang_bench_points.py). Exit status: 0 when every point
-ran and was ok, 1 otherwise, 2 for an unusable plan or SGLang install.
+ran and was ok, 1 otherwise, 2 for an unusable plan or SGLang install, 3 when
+``--wait-go`` was answered with anything but "go" (no point ran; events ``go``
+or ``aborted`` follow ``ready``).
 
 Only the standard library is used here; the script is copied to the target
 host and run by the ml-env interpreter that has SGLang installed. Role
@@ -112,6 +119,8 @@ _CONSTANT_NAME = "FAKE_BOOTSTRAP_HOST"
 # The benchmark client module, newest location first.
 BENCH_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
 STATUS_PREFIX = "SGLANG_BENCH_POINT "
+# Exit status of a plan run that was told not to go (--wait-go).
+EXIT_ABORTED = 3
 # After a point's deadline the alarm repeats at this interval until the point
 # has unwound, in case code inside bench_serving swallowed the first one.
 _DEADLINE_REPEAT_S = 2.0
@@ -380,13 +389,33 @@ def load_plan(path: str) -> dict:
     return plan
 
 
-def run_plan(plan: dict, full_sglang: bool) -> int:
+def wait_for_go(status) -> bool:
+    """Block until the caller writes one line on stdin: "go" runs the plan, anything else
+    (or end of input: the caller died or gave up) runs nothing. stdin is then /dev/null,
+    so nothing inside bench_serving can read the caller's pipe."""
+    try:
+        line = sys.stdin.readline()
+    except (OSError, ValueError):
+        line = ""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    go = line.strip() == "go"
+    emit(status, "go" if go else "aborted", said=line.strip()[:200])
+    return go
+
+
+def run_plan(plan: dict, full_sglang: bool, wait_go: bool = False) -> int:
     # Status lines go to the original stdout; each point's own output goes to its log.
     status = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     start = time.monotonic()
     module, code = import_bench(full_sglang)
     memoize_loaders(module)
     emit(status, "ready", module=module.__name__, file=module.__file__, import_s=round(time.monotonic() - start, 3))
+    if wait_go and not wait_for_go(status):
+        emit(status, "done", ran=0, stopped=True, wall_s=round(time.monotonic() - start, 3))
+        status.close()
+        return EXIT_ABORTED
     stop_on_failure = bool(plan.get("stop_on_failure", False))
     ran, all_ok, stopped = 0, True, False
     for index, point in enumerate(plan["points"]):
@@ -411,9 +440,10 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] == ["--full-sglang"]:
         full_sglang, argv = True, argv[1:]
     if argv[:1] == ["--plan"]:
-        if len(argv) != 2:
-            fail("usage: sglang_bench_client.py [--full-sglang] --plan PLAN.json")
-        sys.exit(run_plan(load_plan(argv[1]), full_sglang))
+        wait_go = argv[2:] == ["--wait-go"]
+        if len(argv) != 2 and not wait_go:
+            fail("usage: sglang_bench_client.py [--full-sglang] --plan PLAN.json [--wait-go]")
+        sys.exit(run_plan(load_plan(argv[1]), full_sglang, wait_go))
     # One point, as python -m sglang.bench_serving: its output and exit status unchanged.
     module, code = import_bench(full_sglang)
     run_main(code, module, argv)

@@ -411,40 +411,70 @@ def tail(text, limit=4000):
     return text[-limit:]
 
 
-def run_client(argv, env=None, timeout=None, log_path=None, cwd=None):
+def run_client(argv, env=None, timeout=None, log_path=None, cwd=None, gate=None, clock=time.monotonic):
     """Run the benchmark client process (side effect); return its outcome.
 
     The client runs in its own session so a timeout kills its whole process
     group. Its stdout and stderr go to ``log_path`` (kept beside the JSONL
     files), whose text is returned. Returns ``{"rc", "timed_out", "output",
-    "log"}``.
+    "log", "gate"}``.
+
+    ``gate``: a callable run while the client imports bench_serving (the client
+    gets ``--wait-go`` and waits on stdin before its first point). A true result
+    tells the client to go; a false one (or an exception, re-raised after) ends
+    the client before it runs anything, and ``gate`` is then False in the outcome.
+    ``timeout`` covers the gate too.
     """
     full_env = dict(os.environ)
     full_env.update(dict((str(k), str(v)) for k, v in (env or {}).items()))
     full_env.setdefault("PYTHONUNBUFFERED", "1")
     log_path = log_path or os.devnull
-    timed_out = False
+    timed_out, went = False, None
+    began = clock()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            argv,
+            list(argv) + (["--wait-go"] if gate else []),
             stdout=log,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if gate else subprocess.DEVNULL,
             env=full_env,
             cwd=cwd,
             start_new_session=True,
         )
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        if gate:
+            try:
+                went = bool(gate())
+            except BaseException:
+                _release(proc, False)
+                _kill_group(proc)
+                raise
+            _release(proc, went)
+        if went is False:
             _kill_group(proc)
             rc = proc.returncode
+        else:
+            left = None if timeout is None else max(0.0, timeout - (clock() - began))
+            try:
+                rc = proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+                rc = proc.returncode
     output = ""
     if log_path != os.devnull:
         with open(log_path, "rb") as handle:
             output = handle.read().decode("utf-8", errors="replace")
-    return {"rc": rc, "timed_out": timed_out, "output": output, "log": log_path}
+    return {"rc": rc, "timed_out": timed_out, "output": output, "log": log_path, "gate": went}
+
+
+def _release(proc, go):
+    """Answer a client that waits on stdin (--wait-go): "go", else "abort"; a client
+    that already died is not an error here (its exit status tells)."""
+    try:
+        proc.stdin.write(b"go\n" if go else b"abort\n")
+        proc.stdin.close()
+    except (OSError, ValueError):
+        pass
 
 
 def _kill_group(proc, grace=10.0):
@@ -614,6 +644,7 @@ def run_plan(
     stop_on_failure=True,
     clock=time.monotonic,
     server_log=None,
+    gate=None,
 ):
     """Run every planned point in one client process (side effect); return ``(points, outcome)``.
 
@@ -634,6 +665,10 @@ def run_plan(
     point (every point, without ``stop_on_failure``) fails with what it said.
     ``server_log``: the server's log; the ``[http_server] Error`` lines it
     gains while a point runs fail that point (lying_signals).
+
+    ``gate``: run_client's gate, for the first client process only (module
+    sglang_bench warms the server up in it). When it says no, nothing runs:
+    no points, and ``outcome['gate']`` is False.
 
     ``outcome``: ``runs`` (one entry per client process: ``pid``,
     ``bench_module`` (the bench_serving module it imported), ``rc``,
@@ -659,7 +694,11 @@ def run_plan(
         log_offset = _size(server_log) if server_log else 0
         write_plan(run_plan_path, remaining, point_timeout, stop_on_failure)
         argv = list(client_command) + ["--plan", run_plan_path]
-        outcome = run_client(argv, env=env, timeout=left, log_path=run_log)
+        outcome = run_client(argv, env=env, timeout=left, log_path=run_log, gate=gate if number == 0 else None)
+        if outcome["gate"] is False:
+            runs.append({"pid": None, "bench_module": None, "rc": outcome["rc"], "timed_out": False,
+                         "log": run_log, "command": argv, "points": []})
+            break
         events = parse_status_lines(outcome["output"])
         by_id = {}
         for event in events:
@@ -747,6 +786,7 @@ def run_plan(
             stop = True
         remaining = left_over
     outcome = dict(outcome)
+    outcome.setdefault("gate", None)
     outcome["runs"] = runs
     outcome["not_run"] = [spec["id"] for spec in remaining]
     return points, outcome

@@ -4,9 +4,9 @@
 
 
 DOCUMENTATION = r"""
----
 module: sglang_bench
 short_description: Run one benchmark cell (every concurrency point and repeat) with SGLang's bench_serving
+version_added: "1.0.0"
 description:
   - Runs SGLang's own benchmark client, C(bench_serving), for every point of
     one cell - each repeat (outer) of each concurrency (inner) - against a
@@ -37,13 +37,12 @@ description:
     nvidia-smi, host, git revision, timestamps and whether the target is the
     simulator - is collected once on the target host, after the points.
   - O(ml_env_python) defaults to the first element of O(client_command).
-version_added: "1.0.0"
-author:
-  - SGLang lab contributors
 extends_documentation_fragment:
   - sglang_lab_attributes
+  - sglang_lab_facts
   - sglang_lab_provenance
   - sglang_lab_server
+  - sglang_lab_workload
 options:
   mode:
     description:
@@ -51,6 +50,44 @@ options:
     type: str
     choices: [run, parse]
     default: run
+  warmup:
+    description:
+      - Warm the server up before the first point, as module M(sglang_warmup) does (requests to
+        C(/generate), one round per level), B(while) the client process imports bench_serving. The
+        client is started with C(--wait-go) and runs its first point only after every warm-up
+        request succeeded; a failed warm-up ends the client before any point and fails the task
+        with the warm-up's C(failure_class) (C(warmup_failed)), C(failure_step) (C(warmup)),
+        C(status) and C(body).
+      - The resolved C(warmup) of data/benchmark.yml (role sglang_bench's C(measure) entry point
+        passes it). With O(warmup.concurrency=measured) one round per measured concurrency
+        (O(warmup.levels), default O(concurrency)), each of max(level, O(warmup.requests)) requests.
+      - Omitted, no warm-up runs (the C(benchmark) entry point).
+    type: dict
+    suboptions:
+      requests:
+        description: Warm-up requests (per round with levels).
+        type: int
+        required: true
+      concurrency:
+        description: C(measured), or an integer - every request at that concurrency, one round.
+        type: raw
+        required: true
+      levels:
+        description: The concurrencies to warm up at with C(measured); default O(concurrency).
+        type: list
+        elements: int
+      input_len:
+        description: Approximate prompt length in tokens.
+        type: int
+        required: true
+      max_new_tokens:
+        description: Tokens each warm-up request generates.
+        type: int
+        required: true
+      timeout_s:
+        description: Seconds each warm-up request may take.
+        type: int
+        required: true
   output_dir:
     description:
       - Directory on the target host for the cell's files - per point
@@ -71,11 +108,6 @@ options:
       - Required when O(mode=run).
     type: list
     elements: str
-  client_env:
-    description:
-      - Extra environment for the client, for example C(HF_HUB_OFFLINE=1).
-    type: dict
-    default: {}
   concurrency:
     description:
       - The concurrency points (C(--max-concurrency)), in the order they run
@@ -87,75 +119,13 @@ options:
     description: How many times the whole list of O(concurrency) points runs (the outer loop).
     type: int
     default: 1
-  num_prompts:
-    description:
-      - Requests sent at every point (C(--num-prompts)). Give this or
-        O(num_prompts_multiplier) and O(num_prompts_floor).
-    type: int
-  num_prompts_multiplier:
-    description:
-      - With O(num_prompts_floor), a point's num_prompts is
-        max(multiplier * concurrency, floor) (data/benchmark.yml's rule).
-    type: int
-  num_prompts_floor:
-    description: Smallest num_prompts for the rule above.
-    type: int
-  input_len:
-    description: Input tokens per request (C(--random-input-len)).
-    type: int
-    required: true
-  output_len:
-    description: Output tokens per request (C(--random-output-len)).
-    type: int
-    required: true
-  range_ratio:
-    description: C(--random-range-ratio); 1.0 makes every request full length.
-    type: float
-    default: 1.0
-  dataset_name:
-    description: bench_serving dataset (C(random) or C(random-ids)).
-    type: str
-    default: random
-  dataset_path:
-    description: Local dataset file (the ShareGPT JSON for C(random)).
-    type: path
   request_rate:
     description: C(--request-rate); C(inf) sends all requests at once.
     type: str
     default: inf
-  seed:
-    description: C(--seed) for prompt and length sampling, the same for every point.
-    type: int
-    default: 1
-  tokenizer:
-    description:
-      - Tokenizer path or Hugging Face id for the client. When omitted, the
-        one the server itself loaded - C(/server_info)'s C(tokenizer_path),
-        else its C(model_path) (the HF id resolved from the local cache on a
-        GPU node, the generated tokenizer folder on the simulator).
-    type: str
-  model:
-    description:
-      - C(--model) for the client; defaults to O(tokenizer). Also the model
-        name recorded when C(/server_info) is not available.
-    type: str
-  served_model_name:
-    description: C(--served-model-name) for the client.
-    type: str
-  output_details:
-    description:
-      - Add C(--output-details) so per-request errors are kept; a point
-        then carries the most common error messages.
-    type: bool
-    default: false
   client_warmup_requests:
     description: bench_serving's own C(--warmup-requests) before each point (its default is 1).
     type: int
-  extra_args:
-    description: More bench_serving arguments for every point, appended last.
-    type: list
-    elements: str
-    default: []
   point_timeout:
     description:
       - Seconds one point may run - a deadline inside the client process
@@ -239,10 +209,9 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment:
+  - sglang_lab_facts
 ansible_facts:
-  description: Facts set by this module.
-  returned: always
-  type: dict
   contains:
     sglang_bench:
       description: The points, their provenance, the plan and the client command.
@@ -308,6 +277,14 @@ cmd:
   description: The client command line of the first client process.
   returned: when O(mode=run)
   type: list
+warmup:
+  description:
+    - With O(warmup), the warm-up's summary as M(sglang_warmup) returns it - C(url), C(requests),
+      C(succeeded), C(seconds), C(per_level) (C(concurrency), C(requests), C(seconds)),
+      C(latency_s), C(completion_tokens); in check mode C(url) and C(would_send). Also returned when
+      the warm-up failed.
+  returned: when O(warmup) is given
+  type: dict
 client_runs:
   description:
     - One entry per client process started - C(pid), C(bench_module) (the
@@ -355,6 +332,7 @@ from ansible.module_utils.sglang_provenance import (
     collect_provenance,
     fetch_server_info,
 )
+from ansible.module_utils.sglang_warmup_rounds import check_settings, generate_url, run_warmup, warmup_rounds
 
 PLAN_NAME = "plan.json"
 CLIENT_LOG_NAME = "client.log"
@@ -468,9 +446,74 @@ def _server_tokenizer(module):
     )
 
 
+WARMUP_MEASURED = "measured"
+
+
+def _warmup_plan(module):
+    """The warm-up to run before the points (O(warmup)), as run_warmup's arguments, else None.
+
+    ``concurrency`` C(measured) warms up once per level (the measured concurrencies); an
+    integer sends every request at that concurrency, as module sglang_warmup does.
+    """
+    spec = module.params["warmup"]
+    if spec is None:
+        return None
+    measured = spec["concurrency"] == WARMUP_MEASURED
+    levels = spec["levels"] or (module.params["concurrency"] if measured else None)
+    try:
+        concurrency = int(levels[0]) if measured else int(spec["concurrency"])
+    except (TypeError, ValueError, IndexError):
+        module.fail_json(
+            msg=f"sglang_bench: warmup.concurrency must be an integer >= 1 or {WARMUP_MEASURED!r}, got "
+            f"{spec['concurrency']!r}; fix warmup.concurrency in data/benchmark.yml or sglang_bench_warmup_concurrency."
+        )
+    settings = dict(
+        requests=spec["requests"],
+        concurrency=concurrency,
+        levels=levels if measured else None,
+        input_len=spec["input_len"],
+        max_new_tokens=spec["max_new_tokens"],
+        timeout=spec["timeout_s"],
+    )
+    problem = check_settings(settings)
+    if problem:
+        module.fail_json(msg=f"sglang_bench: warm-up {problem}")
+    return {
+        "url": generate_url(module.params["host"], module.params["port"]),
+        "rounds": warmup_rounds(settings["requests"], concurrency, settings["levels"]),
+        "input_len": settings["input_len"],
+        "max_new_tokens": settings["max_new_tokens"],
+        "timeout": settings["timeout"],
+    }
+
+
+class _WarmupGate:
+    """run_plan's gate: the warm-up, run while the client process imports bench_serving."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.summary = None
+        self.failure = None
+
+    def __call__(self):
+        self.summary, self.failure = run_warmup(**self.plan)
+        return self.failure is None
+
+
 def main():
     argument_spec = dict(
         mode=dict(type="str", choices=["run", "parse"], default="run"),
+        warmup=dict(
+            type="dict",
+            options=dict(
+                requests=dict(type="int", required=True),
+                concurrency=dict(type="raw", required=True),
+                levels=dict(type="list", elements="int"),
+                input_len=dict(type="int", required=True),
+                max_new_tokens=dict(type="int", required=True),
+                timeout_s=dict(type="int", required=True),
+            ),
+        ),
         output_dir=dict(type="path", required=True),
         client_command=dict(type="list", elements="str"),
         client_env=dict(type="dict", default={}),
@@ -523,6 +566,7 @@ def main():
 
     if p["mode"] == "parse":
         _parse(module, specs)
+    warmup = _warmup_plan(module)
 
     if not p["tokenizer"]:
         p["tokenizer"] = _server_tokenizer(module)
@@ -562,12 +606,20 @@ def main():
 
     if module.check_mode:
         facts = {"points": [], "provenance": None, "plan": specs, "command": command, "check_mode": True}
+        extra = {}
+        if warmup:
+            extra["warmup"] = {"url": warmup["url"], "would_send": sum(count for _level, count in warmup["rounds"])}
         module.exit_json(
             changed=True,
             cmd=command,
             points=[],
-            msg="check mode: would run {} points in one client process: {}".format(len(specs), " ".join(command)),
+            msg="check mode: would run {}{} points in one client process: {}".format(
+                "a warm-up of {} requests, then ".format(extra["warmup"]["would_send"]) if warmup else "",
+                len(specs),
+                " ".join(command),
+            ),
             ansible_facts={"sglang_bench": facts},
+            **extra,
         )
 
     if not os.path.isdir(output_dir):
@@ -575,6 +627,7 @@ def main():
             os.makedirs(output_dir, 0o750)
         except OSError as exc:
             module.fail_json(msg=f"sglang_bench: cannot create {output_dir} for the output files: {exc}")
+    gate = _WarmupGate(warmup) if warmup else None
     try:
         points, outcome = run_plan(
             p["client_command"],
@@ -586,11 +639,25 @@ def main():
             timeout=timeout,
             stop_on_failure=p["stop_on_failure"],
             server_log=_server_log(p["server_state"]),
+            gate=gate,
         )
     except OSError as exc:
         module.fail_json(
             msg=f"sglang_bench: cannot start the client {command[0]!r}: {exc}; check client_command "
             "(role variable sglang_bench_client).",
+            cmd=command,
+        )
+    if gate and gate.failure:
+        # The warm-up failed: no point ran, the client was told to stop. The failure is the
+        # warm-up's own (step warmup), as module sglang_warmup reports it.
+        module.fail_json(
+            msg="sglang_bench: " + gate.failure["msg"],
+            failure_class=gate.failure["failure_class"],
+            failure_step=gate.failure["failure_step"],
+            status=gate.failure["status"],
+            body=gate.failure["body"],
+            warmup=gate.summary,
+            points=[],
             cmd=command,
         )
     facts = {
@@ -610,6 +677,8 @@ def main():
         output_tail=tail(outcome["output"], 3000),
         ansible_facts={"sglang_bench": facts},
     )
+    if gate:
+        result["warmup"] = gate.summary
     failed = [point for point in points if point["status"] != POINT_OK]
     if failed and p["fail_on_incomplete"]:
         module.fail_json(

@@ -76,7 +76,10 @@ def experiment(sim, tmp_path_factory):
             task["vars"] = task_vars
         return task
 
-    def play(name, tier, extra=None):
+    def play(name, tier, extra=None, measure=False, compare=True):
+        # measure: the warm-up inside the benchmark task (entry point measure, as role
+        # sglang_experiment runs it); else the warmup and benchmark entry points one by one.
+        steps = [role("measure", "Measure")] if measure else [role("warmup", "Warm up"), role("benchmark", "Benchmark")]
         return {
             "name": name,
             "hosts": "all",
@@ -85,7 +88,7 @@ def experiment(sim, tmp_path_factory):
             "tasks": [
                 {
                     "name": "Experiment",
-                    "block": [role("warmup", "Warm up"), role("benchmark", "Benchmark"), role("record", "Record")],
+                    "block": [*steps, role("record", "Record")],
                     "rescue": [
                         role(
                             "record",
@@ -96,12 +99,12 @@ def experiment(sim, tmp_path_factory):
                     ],
                     "always": [role("fetch", "Fetch the ledger")],
                 },
-                role("compare", "Compare"),
+                *([role("compare", "Compare")] if compare else []),
             ],
         }
 
     plays = [
-        play("Baseline succeeds", "baseline"),
+        play("Baseline succeeds", "baseline", measure=True),
         # Prompts drawn from 1..100 tokens against a 64-token context: some get HTTP 400.
         play(
             "A point completes only part of its prompts",
@@ -118,6 +121,14 @@ def experiment(sim, tmp_path_factory):
             "The warm-up fails",
             "t01-piecewise-cuda-graph",
             {"sglang_bench_settings_file": str(REPO / "data" / "benchmark.yml")},
+        ),
+        # The same warm-up, inside the measure task: it fails there, and no point runs.
+        play(
+            "The warm-up fails inside the measure task",
+            "t02-mscclpp",
+            {"sglang_bench_settings_file": str(REPO / "data" / "benchmark.yml")},
+            measure=True,
+            compare=False,
         ),
     ]
     runner, results = run_playbook(tmp, plays)
@@ -139,8 +150,9 @@ def test_ledger_lands_on_the_controller(experiment):
     for line in controller_ledger.read_text().splitlines():
         json.loads(line, parse_constant=lambda c: pytest.fail(f"ledger holds non-JSON {c}"))
     records = ledger_records(controller_ledger)
-    assert [r["tier"] for r in records] == ["baseline", "t03-single-batch-overlap", "t01-piecewise-cuda-graph"]
-    assert len({r["run_id"] for r in records}) == 3 and len({r["record_id"] for r in records}) == 3
+    tiers = ["baseline", "t03-single-batch-overlap", "t01-piecewise-cuda-graph", "t02-mscclpp"]
+    assert [r["tier"] for r in records] == tiers
+    assert len({r["run_id"] for r in records}) == 4 and len({r["record_id"] for r in records}) == 4
     assert all(ledger.validate_record(r) == [] for r in records)
 
 
@@ -213,6 +225,37 @@ def test_warmup_failure_record(experiment):
         res for event, res in results["Warm the server up with requests to /generate"] if event == "runner_on_failed"
     ]
     assert len(failed) == 1 and "HTTP 400" in failed[0]["msg"]
+
+
+def test_measure_warms_up_while_the_client_imports_and_records_the_rounds(experiment):
+    common = experiment["common"]
+    record = ledger_records(Path(common["sglang_bench_results_dir"]) / "ledger.jsonl")[0]
+    # One round per measured concurrency (1, 2), each of max(level, warmup.requests) requests.
+    requests = yaml.safe_load((experiment["tmp"] / "benchmark.yml").read_text())["warmup"]["requests"]
+    rounds = [(c, max(c, requests)) for c in (1, 2)]
+    assert [(r["concurrency"], r["requests"]) for r in record["warmup"]["per_level"]] == rounds
+    assert record["warmup"]["succeeded"] == record["warmup"]["requests"] == sum(n for _c, n in rounds)
+    ((event, cell),) = experiment["results"]["Benchmark every point in one client process for tier baseline"]
+    assert cell["warmup"] == record["warmup"]
+    # The client waited for the warm-up: "go" came after "ready", before the first point.
+    log = Path(cell["client_runs"][0]["log"]).read_text()
+    events = [json.loads(line.split(" ", 1)[1])["event"] for line in log.splitlines()
+              if line.startswith("SGLANG_BENCH_POINT ")]
+    assert events[:3] == ["ready", "go", "start"], events
+
+
+def test_a_warmup_that_fails_inside_measure_runs_no_point(experiment):
+    common, results = experiment["common"], experiment["results"]
+    record = ledger_records(Path(common["sglang_bench_results_dir"]) / "ledger.jsonl")[3]
+    assert record["tier"] == "t02-mscclpp" and record["status"] == "failed" and record["points"] == []
+    failure = record["failure"]
+    assert failure["class"] == "warmup_failed" and failure["step"] == "warmup" and failure["status"] == 400
+    assert "context length" in failure["body"]
+    assert record["warmup"]["succeeded"] < record["warmup"]["requests"]  # the failed round is kept
+    ((event, cell),) = results["Benchmark every point in one client process for tier t02-mscclpp"]
+    assert event == "runner_on_failed" and "HTTP 400" in cell["msg"] and cell["points"] == []
+    raw = Path(common["sglang_bench_results_dir"]) / "raw" / record["run_id"]
+    assert list(raw.glob("*.jsonl")) == []  # bench_serving never ran
 
 
 def test_compare_runs_on_the_record(experiment):

@@ -18,6 +18,7 @@ import pytest
 import sglang_bench_points as bp
 import sglang_provenance as prov
 from helpers.paths import REPO
+from helpers.processes import wait_for as wait_until
 from helpers.processes import write_server_state
 
 # One result line shaped as bench_serving 0.5.10.post1 writes it (keys from its source,
@@ -365,6 +366,57 @@ def test_a_cell_runs_in_one_client_process(tmp_path):
         assert point["command"][:2] == [sys.executable, str(LOADER)]
         assert point["command"][point["command"].index("--max-concurrency") + 1] == str(point["concurrency"])
     assert outcome["rc"] == 0
+
+
+def test_the_gate_runs_while_the_client_imports_and_before_any_point(tmp_path):
+    """--wait-go: the client imports bench_serving, then waits; the gate (module sglang_bench's
+    warm-up) runs meanwhile, and the first point starts only after it said go."""
+    seen = {}
+
+    def gate():
+        # The client is up and importing (or done) while the gate runs, and no point has started.
+        seen["imported"] = wait_until(lambda: imports(tmp_path), 30)
+        seen["outputs"] = sorted(p.name for p in (tmp_path / "raw").glob("*.jsonl"))
+        return True
+
+    points, outcome = run_cell(tmp_path, ["ok", "ok"], gate=gate)
+    assert seen["imported"] and seen["outputs"] == []
+    assert [p["status"] for p in points] == ["ok", "ok"] and outcome["gate"] is True
+    events = [e["event"] for e in bp.parse_status_lines(outcome["output"])]
+    assert events[:3] == ["ready", "go", "start"], events
+    assert outcome["runs"][0]["command"][-1] != "--wait-go"  # the recorded command is the plain one
+
+
+def test_a_gate_that_says_no_runs_no_point(tmp_path):
+    points, outcome = run_cell(tmp_path, ["ok", "ok"], gate=lambda: False)
+    assert points == [] and outcome["gate"] is False
+    assert outcome["not_run"] == ["c1_r0", "c2_r0"] and outcome["runs"][0]["points"] == []
+    assert list((tmp_path / "raw").glob("*.jsonl")) == []  # bench_serving never wrote a result
+
+
+def test_a_gate_that_raises_ends_the_client_and_raises(tmp_path):
+    def gate():
+        wait_until(lambda: imports(tmp_path), 30)
+        raise RuntimeError("the warm-up broke")
+
+    with pytest.raises(RuntimeError, match="the warm-up broke"):
+        run_cell(tmp_path, ["ok"], gate=gate)
+    pid = int(imports(tmp_path)[0])
+    assert wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie", 15)
+    assert list((tmp_path / "raw").glob("*.jsonl")) == []
+
+
+def test_the_client_runs_nothing_when_stdin_says_anything_but_go(tmp_path):
+    root = fake_sglang(tmp_path)
+    specs, plan, log = cell(tmp_path, ["ok"])
+    bp.write_plan(plan, [dict(spec, argv=spec["argv"]) for spec in specs], 60)
+    proc = subprocess.run(
+        [sys.executable, str(LOADER), "--plan", plan, "--wait-go"], input="stop\n", capture_output=True,
+        text=True, env={**os.environ, **fake_env(tmp_path, root)}, timeout=60, check=False,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert [e["event"] for e in bp.parse_status_lines(proc.stdout)] == ["ready", "aborted", "done"]
+    assert list((tmp_path / "raw").glob("*.jsonl")) == []
 
 
 @pytest.mark.parametrize(
