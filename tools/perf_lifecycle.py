@@ -29,18 +29,21 @@ Anchor: the bash loops public harnesses use:
 The pkill pattern is restricted to this run's port so other simulators on the machine are not touched.
 
 End to end (one experiment cycle: stop old -> start -> ready -> warm-up -> bench -> record), orchestration
-overhead per cycle = wall time - the server's load time - the benchmark traffic time. Target <= 15 s.
+overhead per cycle = wall time - the server's load time - the traffic time. Target <= 15 s. Traffic is what the
+server spends serving the cycle's requests: the benchmark points and, on our side, the warm-up rounds (one per
+measured concurrency, data/benchmark.yml warmup; the seeds' cycle has none, so the anchor has no warm-up time).
+Each part is printed on its own.
 * ours: `ansible-playbook playbooks/experiment.yml -e tier=<tier>` (inventory/local.yml, a private work dir and
-  a free port, as tests/test_experiment.py does). The baseline tier runs first, unmeasured, so the measured run
-  has a server to stop. Load = server.json's pid_create_time -> wait_ready.json's updated_at (the ready-wait's
-  result, for the record's server); traffic = the sum of the ledger record's points' `duration`
-  (bench_serving's own).
+  a free port, as tests/integration/test_experiment.py does). The baseline tier runs first, unmeasured, so the
+  measured run has a server to stop. Load = server.json's pid_create_time -> wait_ready.json's updated_at (the
+  ready-wait's result, for the record's server); traffic = the sum of the ledger record's points' `duration`
+  (bench_serving's own) + the record's warm-up `seconds` (the rounds' wall time, module sglang_bench).
 * anchor: tools/perf_seeds_cycle.sh, the same cycle the way the seeds did it by hand (pkill + pgrep poll, the
   launch script the playbook rendered started in the background, sleep-poll /health, bench_serving once per
   point with the settings of the playbook's record). Load = the script's start -> first 200; traffic = the sum
   of `duration` in bench_serving's output files.
 The figure is computed by pure functions (ledger parsing, load, traffic, overhead) that
-tests/test_perf_tools.py covers; no test times anything.
+tests/unit/test_perf_tools.py covers; no test times anything.
 
 Writes results/perf.json; prints a table. `make perf` runs it (`--e2e off` skips the end-to-end figure,
 `--e2e only` measures nothing else).
@@ -82,15 +85,18 @@ TARGETS = {"crash_detect_s": 2.0, "ready_detect_s": 1.0, "e2e_overhead_s": 15.0}
 E2E_NOTE = ("SYNTHETIC: the SGLang-protocol simulator on this machine (inventory/local.yml settings), not a real "
             "server; overhead_s = wall_s - load_s - traffic_s, where load_s is the server's start -> ready time "
             "(ours: server.json pid_create_time -> wait_ready.json updated_at; anchor: the script's start -> its "
-            "first /health 200) and traffic_s the sum of bench_serving's `duration` over the points (ours: the "
-            "ledger record; anchor: bench_serving's output files). What remains is orchestration: Ansible, the "
-            "stop, the checks, the warm-up (ours only), the bench_serving client's start-up (Python, tokenizer, "
-            "dataset; the anchor starts one client per point, as the seeds did), the record (ours only). One "
-            "cycle per side on a shared 2-core machine: see loadavg_1m for how busy it was.")
+            "first /health 200) and traffic_s = bench_traffic_s + warmup_s: the sum of bench_serving's `duration` "
+            "over the points (ours: the ledger record; anchor: bench_serving's output files), plus the warm-up "
+            "rounds' wall time (ours: the record's warmup.seconds; the anchor, like the seeds, warms up nothing). "
+            "What remains is orchestration: Ansible, the stop, the checks, the bench_serving client's start-up "
+            "(Python, tokenizer, dataset; ours overlaps it with the warm-up, the anchor starts one client per "
+            "point, as the seeds did), bench_serving's own 1 s pause and warm-up request per point (both sides), "
+            "the record (ours only). One cycle per side on a shared 2-core machine: see loadavg_1m for how busy "
+            "it was.")
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# End-to-end figure: pure helpers (tests/test_perf_tools.py). No clock, no files, no processes.
+# End-to-end figure: pure helpers (tests/unit/test_perf_tools.py). No clock, no files, no processes.
 # ---------------------------------------------------------------------------------------------------------------
 
 _ISO_RX = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)?$")
@@ -154,6 +160,18 @@ def traffic_seconds(results):
                              f"duration: {duration!r}")
         total += float(duration)
     return total
+
+
+def warmup_seconds(record):
+    """The warm-up rounds' wall time of a ledger record (its ``warmup.seconds``), 0.0 when the record has no
+    warm-up (none ran). A warm-up without a valid ``seconds`` is an error, not zero."""
+    warmup = record.get("warmup")
+    if not warmup:
+        return 0.0
+    seconds = warmup.get("seconds") if isinstance(warmup, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        raise ValueError(f"the record's warm-up has no valid seconds: {seconds!r}")
+    return float(seconds)
 
 
 def log_ready_epoch(log_text):
@@ -490,7 +508,8 @@ def measure_e2e(tier, baseline_tier, interval, timeout):
             raise RuntimeError(f"the {tier} playbook run failed (rc {rc}, {log}):\n{_playbook_failure(log)}")
         record = measured_record(ledger_records((work / "results" / "ledger.jsonl").read_text()), tier)
         load, sources = record_load_seconds(record, server_state, _read_json(work / "run" / "wait_ready.json"))
-        traffic = traffic_seconds(record["points"])
+        bench_traffic, warmup = traffic_seconds(record["points"]), warmup_seconds(record)
+        traffic = bench_traffic + warmup
         settings = bench_settings(record)
         inventory = yaml.safe_load((ROOT / "inventory" / "local.yml").read_text())
         mismatches = inventory_mismatches(record.get("workload"),
@@ -505,6 +524,7 @@ def measure_e2e(tier, baseline_tier, interval, timeout):
                              "so that the measured cycle stops a running server, as every cycle after the first does")
         fired_up = log_ready_epoch(_read_text(record["launch"]["server"].get("log")))
         ours = dict(cycle_figure(wall, load, traffic),
+                    bench_traffic_s=round(bench_traffic, 3), warmup_s=round(warmup, 3),
                     client_wall_s=round(sum(p.get("wall_s") or 0 for p in record["points"]), 3),
                     load_sources=sources, record_id=record.get("record_id"), run_id=record.get("run_id"),
                     load_s_log_check=(round(fired_up - float(server_state.get("pid_create_time") or 0), 1)
@@ -526,8 +546,10 @@ def measure_e2e(tier, baseline_tier, interval, timeout):
         if missing:
             raise RuntimeError(f"the anchor's bench_serving wrote no result for c={missing}")
         complete = all(results[c].get("completed") == n for c, n in settings["points"])
+        anchor_traffic = traffic_seconds(results.values())
         block["anchor"] = dict(
-            cycle_figure(anchor["wall_s"], anchor_load_seconds(events), traffic_seconds(results.values())),
+            cycle_figure(anchor["wall_s"], anchor_load_seconds(events), anchor_traffic),
+            bench_traffic_s=round(anchor_traffic, 3), warmup_s=0.0,
             client_wall_s=round(sum(p["end"] - p["begin"] for p in events["points"].values()), 3),
             stop_s=round(events["stopped"] - events["begin"], 3) if "stopped" in events and "begin" in events
             else None,
@@ -838,14 +860,15 @@ def print_e2e(e2e, fmt):
             print(f"  (kept for inspection: {e2e['private_dir_kept']})")
         return
     print(f"  concurrency {e2e['concurrency']}, num_prompts {e2e['num_prompts']}")
-    print(f"{'side':<40}{'wall':>8}{'load':>8}{'traffic':>9}{'overhead':>10}{'clients':>9}")
+    print(f"{'side':<40}{'wall':>8}{'load':>8}{'bench':>8}{'warm-up':>9}{'overhead':>10}{'clients':>9}")
     for name, side in (("ours (ansible-playbook experiment.yml)", e2e["ours"]),
                        ("anchor (tools/perf_seeds_cycle.sh)", e2e["anchor"])):
-        print(f"{name:<40}{fmt(side['wall_s']):>8}{fmt(side['load_s']):>8}{fmt(side['traffic_s']):>9}"
-              f"{fmt(side['overhead_s']):>10}{fmt(side['client_wall_s']):>9}")
+        print(f"{name:<40}{fmt(side['wall_s']):>8}{fmt(side['load_s']):>8}{fmt(side['bench_traffic_s']):>8}"
+              f"{fmt(side['warmup_s']):>9}{fmt(side['overhead_s']):>10}{fmt(side['client_wall_s']):>9}")
     print(f"overhead ours/anchor {fmt(e2e['ratio_ours_over_anchor'])}; target ours <= "
           f"{e2e['target_overhead_s']:.0f} s: {'met' if e2e['target_met'] else 'NOT met'} "
-          "(overhead = wall - load - traffic; clients = the points' bench_serving wall, inside the overhead)")
+          "(overhead = wall - load - bench traffic - warm-up rounds; clients = the points' bench_serving wall, "
+          "inside the overhead)")
     print(f"  load average (1 min) before/after: {e2e['loadavg_1m'].get('before')}/{e2e['loadavg_1m'].get('after')}")
 
 

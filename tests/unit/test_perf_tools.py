@@ -141,6 +141,17 @@ def test_traffic_refuses_no_points():
         perf.traffic_seconds([])
 
 
+def test_warmup_seconds_are_the_records_rounds_and_zero_without_a_warmup():
+    rounds = {"seconds": 7.25, "per_level": [{"concurrency": 1, "requests": 4, "seconds": 1.5}]}
+    assert perf.warmup_seconds({**record(), "warmup": rounds}) == pytest.approx(7.25)
+    assert perf.warmup_seconds(record()) == 0.0  # no warm-up ran
+
+
+@pytest.mark.parametrize("seconds", [None, "7", -1.0, True])
+def test_warmup_seconds_refuse_a_warmup_without_valid_seconds(seconds):
+    with pytest.raises(ValueError, match="warm-up"):
+        perf.warmup_seconds({**record(), "warmup": {"requests": 4, "seconds": seconds}})
+
 
 # --- load -----------------------------------------------------------------------------------------------------
 
