@@ -15,6 +15,9 @@
 #   PHASE=d bash tools/device/real_gpu_check.sh   on its own: start.yml, then the patches step
 #                                                 refused with the server serving (same pid after),
 #                                                 a verified stop
+#   PHASE=f bash tools/device/real_gpu_check.sh   on its own: experiments baseline and tiny-chunk
+#                                                 with the measure step (the warm-up runs while
+#                                                 the client imports bench_serving), a verified stop
 #   PHASE=e bash tools/device/real_gpu_check.sh   a campaign (CAMPAIGN, default
 #                                                 data/campaigns/h200-tiny.yml) under its budget;
 #                                                 run it again and it resumes. The report is made
@@ -91,6 +94,11 @@ elif [ "$PHASE" = d ]; then
   step exp_patches_refused_d playbooks/experiment.yml -e tier=baseline -e sglang_experiment_apply_patches=true
   curl -s -o /dev/null -w '%{http_code}\n' localhost:$PORT/health > "$REC/health_after_refusal_d.txt"
   step stop_d playbooks/stop.yml
+elif [ "$PHASE" = f ]; then
+  step exp_baseline_f playbooks/experiment.yml -e tier=baseline
+  step exp_chunk_f playbooks/experiment.yml -e tier=tiny-chunk
+  step stop_f playbooks/stop.yml
+  snap after_stop_f
 elif [ "$PHASE" = e ]; then
   n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
   step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
