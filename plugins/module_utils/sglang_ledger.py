@@ -298,6 +298,13 @@ def read_ledger(path):
     return parse_ledger_text(data.decode("utf-8", errors="replace"))
 
 
+def launch_archive_paths(script, tier, sha256):
+    """Where role sglang_experiment keeps a launch script by content (module sglang_launch_archive
+    writes, launch_flag_sources reads): (<dir>/archive/<tier>-<sha256[:16]>.sh, the same .json)."""
+    base = os.path.join(os.path.dirname(script), "archive", f"{tier}-{sha256[:16]}")
+    return base + ".sh", base + ".json"
+
+
 def launch_flag_sources(tier, launch):
     """(flag_sources, None) for the launch script a record names, or (None, why).
 
@@ -309,7 +316,7 @@ def launch_flag_sources(tier, launch):
     script, sha = (launch or {}).get("script"), (launch or {}).get("script_sha256")
     if not script or not sha:
         return None, "no launch script (or its sha256) to look the flag sources up for"
-    path = os.path.join(os.path.dirname(script), "archive", f"{tier}-{sha[:16]}.json")
+    _kept_script, path = launch_archive_paths(script, tier, sha)
     try:
         with open(path, encoding="utf-8") as handle:
             kept = json.load(handle)

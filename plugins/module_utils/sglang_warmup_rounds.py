@@ -31,6 +31,11 @@ def warmup_rounds(requests, concurrency, levels=None):
     return [(int(concurrency), int(requests))]
 
 
+def requests_in(rounds):
+    """How many requests the rounds send."""
+    return sum(count for _level, count in rounds)
+
+
 def check_settings(settings):
     """The first problem with warm-up settings ({requests, concurrency, levels, input_len,
     max_new_tokens, timeout}) as a message, else None."""

@@ -326,13 +326,20 @@ from ansible.module_utils.sglang_bench_points import (
     run_plan,
     tail,
 )
+from ansible.module_utils.sglang_bench_settings import WARMUP_MEASURED
 from ansible.module_utils.sglang_ledger import POINT_OK
 from ansible.module_utils.sglang_provenance import (
     PROVENANCE_ARGUMENT_SPEC,
     collect_provenance,
     fetch_server_info,
 )
-from ansible.module_utils.sglang_warmup_rounds import check_settings, generate_url, run_warmup, warmup_rounds
+from ansible.module_utils.sglang_warmup_rounds import (
+    check_settings,
+    generate_url,
+    requests_in,
+    run_warmup,
+    warmup_rounds,
+)
 
 PLAN_NAME = "plan.json"
 CLIENT_LOG_NAME = "client.log"
@@ -444,9 +451,6 @@ def _server_tokenizer(module):
         "(simulator).".format(p["host"], p["port"], reason or "no tokenizer_path or model_path"),
         failure_class="server_unreachable",
     )
-
-
-WARMUP_MEASURED = "measured"
 
 
 def _warmup_plan(module):
@@ -608,7 +612,7 @@ def main():
         facts = {"points": [], "provenance": None, "plan": specs, "command": command, "check_mode": True}
         extra = {}
         if warmup:
-            extra["warmup"] = {"url": warmup["url"], "would_send": sum(count for _level, count in warmup["rounds"])}
+            extra["warmup"] = {"url": warmup["url"], "would_send": requests_in(warmup["rounds"])}
         module.exit_json(
             changed=True,
             cmd=command,

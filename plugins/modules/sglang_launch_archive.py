@@ -83,14 +83,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-
-ARCHIVE_DIR = "archive"
-
-
-def archive_paths(script, tier, sha256):
-    """The kept .sh and .json of ``script`` (sha256 hex) for ``tier``: <dir>/archive/<tier>-<sha[:16]>.*"""
-    base = os.path.join(os.path.dirname(script), ARCHIVE_DIR, f"{tier}-{sha256[:16]}")
-    return base + ".sh", base + ".json"
+from ansible.module_utils.sglang_ledger import launch_archive_paths
 
 
 def meta_document(tier, script, sha256, meta):
@@ -145,7 +138,7 @@ def main():
             f"checked {p['expected_sha256']}); something else writes the launch directory. Run the tier again.",
             script_sha256=sha256,
         )
-    kept_script, kept_meta = archive_paths(p["script"], p["tier"], sha256)
+    kept_script, kept_meta = launch_archive_paths(p["script"], p["tier"], sha256)
     meta = meta_document(p["tier"], p["script"], sha256, p["meta"])
     writes = [(path, data, mode) for path, data, mode in ((kept_script, script, 0o750), (kept_meta, meta, 0o640))
               if not _same(path, data)]

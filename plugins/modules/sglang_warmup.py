@@ -117,7 +117,13 @@ body:
 
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_warmup_rounds import check_settings, generate_url, run_warmup, warmup_rounds
+from ansible.module_utils.sglang_warmup_rounds import (
+    check_settings,
+    generate_url,
+    requests_in,
+    run_warmup,
+    warmup_rounds,
+)
 
 
 def main():
@@ -140,7 +146,7 @@ def main():
     rounds = warmup_rounds(p["requests"], p["concurrency"], p["levels"])
     if module.check_mode:
         summary = {"url": url, "requests": 0, "succeeded": 0, "latency_s": None, "completion_tokens": None,
-                   "would_send": sum(count for _level, count in rounds)}
+                   "would_send": requests_in(rounds)}
         module.exit_json(
             changed=False, warmup=summary, msg=f"check mode: would send {summary['would_send']} requests to {url}"
         )

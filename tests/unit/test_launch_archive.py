@@ -7,17 +7,23 @@ import json
 import subprocess
 import sys
 
-from helpers.paths import REPO
+from helpers.paths import MODULE_UTILS, REPO
 
 MODULE = REPO / "plugins" / "modules" / "sglang_launch_archive.py"
+# What ansible.cfg's module_utils setting does for a module Ansible runs: the project's module_utils
+# join the ansible.module_utils package, then the module runs as __main__ with its arguments file.
+RUN_AS_ANSIBLE = (
+    "import runpy, sys, ansible.module_utils as mu; mu.__path__.append(sys.argv[1]); "
+    "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 def run_module(tmp_path, **args):
     args_file = tmp_path / "args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = {"PYTHONPATH": str(REPO / "plugins" / "module_utils")}
-    proc = subprocess.run([sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True,
-                          env={**env, "PATH": "/usr/bin:/bin"}, timeout=60, check=False)
+    proc = subprocess.run([sys.executable, "-c", RUN_AS_ANSIBLE, str(MODULE_UTILS), str(MODULE), str(args_file)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.stdout, proc.stderr
     return json.loads(proc.stdout)
 
 

@@ -11,6 +11,7 @@ import sglang_warmup_rounds as wr
 def test_rounds_one_per_level_with_at_least_the_requests():
     assert wr.warmup_rounds(4, 2, [1, 10, 256]) == [(1, 4), (10, 10), (256, 256)]
     assert wr.warmup_rounds(8, 2) == [(2, 8)]  # no levels: one round at the concurrency
+    assert wr.requests_in(wr.warmup_rounds(4, 2, [1, 10, 256])) == 4 + 10 + 256
 
 
 @pytest.mark.parametrize(
