@@ -84,6 +84,23 @@ ran and was ok, 1 otherwise, 2 for an unusable plan or SGLang install, 3 when
 ``--wait-go`` was answered with anything but "go" (no point ran; events ``go``
 or ``aborted`` follow ``ready``).
 
+The settle pause (plans only)
+-----------------------------
+``benchmark()`` sends bench_serving's own warm-up request(s), flushes the
+cache when asked, then always sleeps 1 s before the measured run (0.5.10.post1
+and 0.5.17 alike). With ``--warmup-requests 0`` and no cache flush
+(``--flush-cache`` or ``SGLANG_IS_IN_CI``) that pause follows nothing: there
+is no warm-up request or flush to settle. In a plan (``settle_pause``
+``"auto"``, the default) the client then skips that one pause and reports it
+in the point's ``end`` event (``settle_pause_skipped``: 1); with
+``settle_pause`` ``"always"``, and in one-point mode (``python -m``'s twin),
+bench_serving pauses as it always does. Module sglang_bench sends
+``--warmup-requests 0`` only when its own warm-up rounds ran just before the
+points (docs/benchmark.md, "The settle pause"). Only that call is skipped: a
+``time.sleep(1.0)`` made directly by ``benchmark`` while those conditions
+hold; every other sleep (the ready wait, the request pacing) is bench_serving's
+own, unchanged.
+
 Only the standard library is used here; the script is copied to the target
 host and run by the ml-env interpreter that has SGLang installed. Role
 sglang_bench runs it; docs/benchmark.md has more.
@@ -124,6 +141,10 @@ EXIT_ABORTED = 3
 # After a point's deadline the alarm repeats at this interval until the point
 # has unwound, in case code inside bench_serving swallowed the first one.
 _DEADLINE_REPEAT_S = 2.0
+# benchmark()'s unconditional pause after its warm-up and cache flush (see "The settle pause").
+_SETTLE_FUNCTION = "benchmark"
+_SETTLE_SECONDS = 1.0
+SETTLE_MODES = ("auto", "always")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -236,6 +257,51 @@ def memoize_loaders(module: types.ModuleType) -> None:
             setattr(module, name, functools.lru_cache(maxsize=None)(original))
 
 
+class SettlePause:
+    """Stand-in for the ``time`` module inside bench_serving that skips the settle pause.
+
+    Everything but ``sleep`` is the real module's. ``sleep(1.0)`` called directly by
+    ``benchmark`` is skipped (and counted) when the running point sends no warm-up request of
+    its own and flushes no cache, read from bench_serving's module global ``args`` at the time
+    of the call; any other sleep sleeps.
+    """
+
+    def __init__(self, real, module: types.ModuleType):
+        self._real = real
+        self._module = module
+        self.skipped = 0
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def _idle(self) -> bool:
+        args = getattr(self._module, "args", None)
+        in_ci = os.environ.get("SGLANG_IS_IN_CI", "").strip().lower() in ("1", "true", "yes", "on")
+        return (
+            args is not None
+            and getattr(args, "warmup_requests", 1) == 0
+            and not getattr(args, "flush_cache", False)
+            and not in_ci
+        )
+
+    def sleep(self, seconds):
+        caller = sys._getframe(1).f_code.co_name  # noqa: SLF001 - which bench_serving function pauses
+        if caller == _SETTLE_FUNCTION and seconds == _SETTLE_SECONDS and self._idle():
+            self.skipped += 1
+            return None
+        return self._real.sleep(seconds)
+
+
+def install_settle_pause(module: types.ModuleType):
+    """Put a SettlePause in place of the module's ``time``; None when it has no ``time`` global."""
+    real = getattr(module, "time", None)
+    if real is not time:
+        return None
+    shim = SettlePause(real, module)
+    module.time = shim
+    return shim
+
+
 def import_bench(full_sglang: bool):
     """Import bench_serving once; return ``(module, main block code)``."""
     root = find_sglang_root()
@@ -300,8 +366,11 @@ def new_result(path: str, offset: int):
     return last
 
 
-def run_point(code, module, point: dict) -> dict:
-    """Run one point with its output redirected and its deadline armed."""
+def run_point(code, module, point: dict, settle=None) -> dict:
+    """Run one point with its output redirected and its deadline armed.
+
+    ``settle``: the plan's SettlePause (its skips during this point are reported), else None."""
+    skipped_before = settle.skipped if settle else 0
     output_file = point["output_file"]
     offset = os.path.getsize(output_file) if os.path.exists(output_file) else 0
     rc, timed_out, error = 0, False, None
@@ -368,6 +437,7 @@ def run_point(code, module, point: dict) -> dict:
         "result": result is not None,
         "completed": completed,
         "ok": ok,
+        "settle_pause_skipped": (settle.skipped - skipped_before) if settle else 0,
         "wall_s": round(time.monotonic() - start, 3),
     }
 
@@ -386,6 +456,8 @@ def load_plan(path: str) -> dict:
         missing = [k for k in keys if not isinstance(point, dict) or k not in point]
         if missing:
             fail(f"point {index} of the plan {path} lacks {', '.join(missing)}")
+    if plan.get("settle_pause", "auto") not in SETTLE_MODES:
+        fail(f"the plan {path} has settle_pause {plan.get('settle_pause')!r}; use one of {', '.join(SETTLE_MODES)}")
     return plan
 
 
@@ -411,6 +483,7 @@ def run_plan(plan: dict, full_sglang: bool, wait_go: bool = False) -> int:
     start = time.monotonic()
     module, code = import_bench(full_sglang)
     memoize_loaders(module)
+    settle = install_settle_pause(module) if plan.get("settle_pause", "auto") == "auto" else None
     emit(status, "ready", module=module.__name__, file=module.__file__, import_s=round(time.monotonic() - start, 3))
     if wait_go and not wait_for_go(status):
         emit(status, "done", ran=0, stopped=True, wall_s=round(time.monotonic() - start, 3))
@@ -421,7 +494,7 @@ def run_plan(plan: dict, full_sglang: bool, wait_go: bool = False) -> int:
     for index, point in enumerate(plan["points"]):
         ident = point.get("id", str(index))
         emit(status, "start", index=index, id=ident)
-        outcome = run_point(code, module, point)
+        outcome = run_point(code, module, point, settle)
         ran += 1
         emit(status, "end", index=index, id=ident, **outcome)
         if not outcome["ok"]:
@@ -443,7 +516,13 @@ def main(argv: list[str] | None = None) -> None:
         wait_go = argv[2:] == ["--wait-go"]
         if len(argv) != 2 and not wait_go:
             fail("usage: sglang_bench_client.py [--full-sglang] --plan PLAN.json [--wait-go]")
-        sys.exit(run_plan(load_plan(argv[1]), full_sglang, wait_go))
+        code = run_plan(load_plan(argv[1]), full_sglang, wait_go)
+        # Every point's files are closed and the status stream is flushed and closed by now. Skip the
+        # interpreter's teardown of bench_serving's imports (transformers, numpy, aiohttp; torch with
+        # --full-sglang): it took 0.6 s on the simulator host, and the caller waits for the exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     # One point, as python -m sglang.bench_serving: its output and exit status unchanged.
     module, code = import_bench(full_sglang)
     run_main(code, module, argv)

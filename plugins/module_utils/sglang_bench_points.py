@@ -611,6 +611,16 @@ def evaluate_point(spec, offset, rc, timed_out, output, timeout_reason=None, ser
     return point
 
 
+def point_warmup_requests(configured, warmed_up):
+    """bench_serving's ``--warmup-requests`` for every point: ``configured`` when set, else 0 when the
+    module's own warm-up rounds ran just before the points (they already warmed every measured
+    level; bench_serving's single request, and the 1 s settle pause after it, would follow them
+    to no purpose), else None (bench_serving's default, 1)."""
+    if configured is not None:
+        return int(configured)
+    return 0 if warmed_up else None
+
+
 def write_plan(path, specs, point_timeout=None, stop_on_failure=True):
     """Write the client's plan file (side effect); return the plan."""
     plan = {
@@ -763,6 +773,9 @@ def run_plan(
                 point["wall_s"] = end["wall_s"]
             elif isinstance(seen["start"].get("t"), (int, float)):
                 point["wall_s"] = round(time.time() - seen["start"]["t"], 3)
+            if end is not None and isinstance(end.get("settle_pause_skipped"), int):
+                # The client skipped bench_serving's 1 s settle pause (no warm-up request, no flush).
+                point["settle_pause_skipped"] = end["settle_pause_skipped"]
             point["output_file"] = spec["output_file"]
             point["client_log"] = spec["log"]
             point["command"] = list(client_command) + list(spec["argv"])

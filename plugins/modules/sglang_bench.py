@@ -124,7 +124,13 @@ options:
     type: str
     default: inf
   client_warmup_requests:
-    description: bench_serving's own C(--warmup-requests) before each point (its default is 1).
+    description:
+      - bench_serving's own C(--warmup-requests) before each point.
+      - Unset, 0 when O(warmup) runs (its rounds just warmed every measured level), else
+        bench_serving's default (1).
+      - With 0 (and no cache flush) the client also skips the 1 s pause that bench_serving's
+        C(benchmark) makes after its warm-up; the point's C(settle_pause_skipped) says so
+        (tools/sglang_bench_client.py, "The settle pause").
     type: int
   point_timeout:
     description:
@@ -322,6 +328,7 @@ from ansible.module_utils.sglang_bench_points import (
     num_prompts_for,
     plan_points,
     point_from_result,
+    point_warmup_requests,
     read_new_results,
     run_plan,
     tail,
@@ -595,7 +602,7 @@ def main():
                 model=p["model"],
                 served_model_name=p["served_model_name"],
                 output_details=p["output_details"],
-                warmup_requests=p["client_warmup_requests"],
+                warmup_requests=point_warmup_requests(p["client_warmup_requests"], bool(warmup)),
                 extra_args=p["extra_args"],
             )
     except ValueError as exc:

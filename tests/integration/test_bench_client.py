@@ -11,7 +11,9 @@ through the role in test_bench_ansible.py.
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -187,3 +189,28 @@ def test_unreachable_server_is_classified(sim_tokenizer, tmp_path):
     assert bp.read_new_results(str(out)) == []
     failure_class, reason = bp.classify_client_failure(outcome["rc"], outcome["output"], outcome["timed_out"])
     assert failure_class == "server_unreachable", outcome["output"][-2000:]
+
+
+def test_settle_pause_skipped_only_without_warmup_or_flush(sim, sim_tokenizer, tmp_path):
+    """bench_serving's 1 s pause after its warm-up is skipped for a point that sends no warm-up request and
+    flushes nothing, and kept otherwise: per point, ``settle_pause_skipped`` counts the pauses the client
+    left out (counted, not timed)."""
+    per_point = {1: {"warmup_requests": 1}, 2: {"warmup_requests": 0, "extra_args": ["--flush-cache"]}}
+    specs = plan(sim.port, sim_tokenizer, tmp_path, [1, 2, 4], num_prompts=8, warmup_requests=0,
+                 per_point=per_point)
+    points, outcome = run_cell(specs, tmp_path)
+    assert [p["status"] for p in points] == ["ok"] * 3, [Path(p["client_log"]).read_text()[-2000:] for p in points]
+    assert [p["settle_pause_skipped"] for p in points] == [1, 0, 0]
+    assert "Warmup completed with 0 sequences" in Path(points[0]["client_log"]).read_text()
+
+
+def test_settle_pause_kept_when_the_plan_says_always(sim, sim_tokenizer, tmp_path):
+    specs = plan(sim.port, sim_tokenizer, tmp_path, [1], num_prompts=8, warmup_requests=0)
+    bp.write_plan(str(tmp_path / "plan.json"), specs)
+    document = json.loads((tmp_path / "plan.json").read_text())
+    document["settle_pause"] = "always"
+    (tmp_path / "plan.json").write_text(json.dumps(document))
+    proc = subprocess.run([*SHIM, "--plan", str(tmp_path / "plan.json")], capture_output=True, text=True,
+                          env=dict(os.environ, **CLIENT_ENV), timeout=300, check=False)
+    ends = [e for e in bp.parse_status_lines(proc.stdout) if e.get("event") == "end"]
+    assert proc.returncode == 0 and [e["settle_pause_skipped"] for e in ends] == [0], proc.stderr[-2000:]

@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import sglang_bench_points as bp
 import yaml
 from ansible.module_utils import sglang_lock
 from helpers.paths import LOCAL_INVENTORY, REPO
@@ -188,13 +189,15 @@ def test_crash_mid_benchmark_keeps_the_points_and_is_not_restored(lab, baseline)
     tier = "t04-ep8"
     concurrency = setting("concurrency")
     assert len(concurrency) >= 3
-    client_warmup = BENCH_DEFAULTS["sglang_bench_client_warmup_requests"]
     # Generation requests the simulator answers before the third point; then 20 more, inside it.
     # The warm-up: one round per level of max(level, requests) (warmup.concurrency "measured":
     # every measured concurrency; docs/benchmark.md).
     requests = LOCAL_VARS.get("sglang_bench_warmup_requests") or BENCH_SETTINGS["warmup"]["requests"]
     level = LOCAL_VARS.get("sglang_bench_warmup_concurrency") or BENCH_SETTINGS["warmup"]["concurrency"]
     levels = concurrency if level == "measured" else [int(level)]
+    # bench_serving's own warm-up requests per point: none after the warm-up rounds unless configured.
+    client_warmup = bp.point_warmup_requests(BENCH_DEFAULTS["sglang_bench_client_warmup_requests"], bool(levels))
+    client_warmup = 1 if client_warmup is None else client_warmup  # bench_serving's default
     answered = sum(max(lvl, requests) for lvl in levels)
     answered += sum(client_warmup + num_prompts(c) for c in concurrency[:2])
     assert num_prompts(concurrency[2]) > 20

@@ -702,3 +702,12 @@ def test_target_is_simulator_from_the_launch_script_when_the_server_never_answer
     assert prov.target_is_simulator(None, ["--tp-size", "8"], str(sim)) is True
     assert prov.target_is_simulator(None, ["--tp-size", "8"], str(real)) is False
     assert prov.target_is_simulator(None, None, str(tmp_path / "missing.sh")) is None
+
+
+def test_point_warmup_requests_after_the_warmup_rounds():
+    """Unset: 0 after the module's warm-up rounds (nothing left for bench_serving's own request to warm),
+    else bench_serving's default (no flag); a configured count always wins."""
+    assert bp.point_warmup_requests(None, True) == 0
+    assert bp.point_warmup_requests(None, False) is None
+    assert bp.point_warmup_requests(2, True) == 2
+    assert bp.point_warmup_requests(0, False) == 0
