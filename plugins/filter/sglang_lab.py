@@ -17,6 +17,8 @@
   C(sglang_campaign_over_budget) whether a cell may start; C(sglang_campaign_summary)
   tells the plan in lines.
 - FlashInfer patches: C(sglang_patch_states) turns patch ids into role flashinfer's patch list.
+- argument specs (module_utils/sglang_argspecs.py): C(sglang_step_argument_spec) joins the
+  argument specs of the steps after the lock, which the validate step checks before it.
 - benchmark (module_utils/sglang_bench_settings.py, shared with the experiment's preflight):
   C(sglang_bench_settings) resolves data/benchmark.yml with the sglang_bench_* overrides, or
   fails naming each bad variable and value.
@@ -37,6 +39,7 @@ description:
   - C(sglang_launch_plan), C(sglang_launch_plans), C(sglang_tier_catalog), C(sglang_argv_check) (tiers).
   - C(sglang_failed_step), C(sglang_experiment_failure) (experiment).
   - C(sglang_bench_settings) (benchmark settings), C(sglang_patch_states) (FlashInfer patch list).
+  - C(sglang_step_argument_spec) (the later steps' argument specs, checked before the lock).
   - C(sglang_campaign_load), C(sglang_campaign_cell), C(sglang_campaign_outcome),
     C(sglang_campaign_calibrate), C(sglang_campaign_over_budget), C(sglang_campaign_summary) (campaigns).
 """
@@ -207,6 +210,23 @@ def sglang_campaign_over_budget(started_epoch, budget_minutes):
 # --------------------------------------------------------------------------- FlashInfer patches
 
 
+def sglang_step_argument_spec(roles_dir, entry_points, exclude=None):
+    """``roles_dir | sglang_step_argument_spec(['sglang_server:stop', ...], exclude)``: one argument
+    spec, the union of those entry points' options (module_utils/sglang_argspecs.py) read from each
+    role's meta/argument_specs.yml under ``roles_dir``, for ansible.builtin.validate_argument_spec
+    before the lock."""
+    import yaml
+
+    specs = {}
+    try:
+        for role in sorted({str(entry).partition(":")[0] for entry in entry_points}):
+            path = Path(str(roles_dir)) / role / "meta" / "argument_specs.yml"
+            specs[role] = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("argument_specs") or {}
+        return _load("sglang_argspecs").step_options(specs, entry_points, tuple(exclude or ()))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise AnsibleFilterError(f"sglang_step_argument_spec: {exc}") from None
+
+
 def sglang_patch_states(ids, state=None):
     """``['a', 'b'] | sglang_patch_states`` -> ``[{'id': 'a'}, {'id': 'b'}]`` (with ``state`` when given).
 
@@ -233,6 +253,7 @@ class FilterModule:
             "sglang_experiment_failure": sglang_experiment_failure,
             "sglang_bench_settings": sglang_bench_settings,
             "sglang_patch_states": sglang_patch_states,
+            "sglang_step_argument_spec": sglang_step_argument_spec,
             "sglang_campaign_load": sglang_campaign_load,
             "sglang_campaign_cell": sglang_campaign_cell,
             "sglang_campaign_outcome": sglang_campaign_outcome,

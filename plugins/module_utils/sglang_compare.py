@@ -243,6 +243,26 @@ def compare_record(record, records, threshold_pct, baseline_tier="baseline"):
 METRIC_LABELS = {"output_throughput": "output tok/s", "total_throughput": "total tok/s", "mean_tpot_ms": "TPOT ms"}
 
 
+def threshold_problem(threshold_pct):
+    """What is wrong with a noise threshold (None when nothing is)."""
+    if threshold_pct < 0:
+        return f"threshold_pct must be >= 0, got {threshold_pct}; fix noise_threshold_pct in data/benchmark.yml."
+    return None
+
+
+def ledger_comparison(record, records, threshold_pct, baseline_tier="baseline", problems=()):
+    """compare_record plus what module sglang_bench_compare returns with it: the ledger's problems (lines
+    that did not parse) and the fixed-width table, labelled SYNTHETIC for a simulator record. Shared by
+    that module and sglang_ledger_append (its ``compare`` option). A negative threshold is a ValueError."""
+    problem = threshold_problem(threshold_pct)
+    if problem:
+        raise ValueError(problem)
+    comparison = compare_record(record, records, threshold_pct, baseline_tier)
+    comparison["ledger_problems"] = list(problems)
+    comparison["table"] = format_table(comparison, synthetic=bool(record.get("target_is_simulator")))
+    return comparison
+
+
 def comparison_rows(comparison):
     """The comparison as table rows, one per (concurrency, metric), in METRICS order.
 

@@ -299,7 +299,7 @@ def read_ledger(path):
 
 
 def launch_archive_paths(script, tier, sha256):
-    """Where role sglang_experiment keeps a launch script by content (module sglang_launch_archive
+    """Where role sglang_experiment keeps a launch script by content (module sglang_launch_script
     writes, launch_flag_sources reads): (<dir>/archive/<tier>-<sha256[:16]>.sh, the same .json)."""
     base = os.path.join(os.path.dirname(script), "archive", f"{tier}-{sha256[:16]}")
     return base + ".sh", base + ".json"

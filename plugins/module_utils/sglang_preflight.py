@@ -327,6 +327,27 @@ def is_hub_id(name):
     return bool(name) and not name.startswith(("/", ".", "~")) and bool(HUB_ID.match(name)) and not os.path.exists(name)
 
 
+# The simulator's own model folder: what python -m sglang_sim.make_tokenizer writes.
+SIM_MODEL_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json")
+SIM_SHAREGPT_NAME = "synthetic_sharegpt.json"
+
+
+def sim_model_complete(folder, sharegpt_conversations):
+    """Whether the simulator's folder already holds its tokenizer and at least ``sharegpt_conversations``
+    synthetic ShareGPT conversations: the test of make_tokenizer's --if-missing
+    (simulator/sglang_sim/make_tokenizer.py is_complete; tests/unit/test_preflight.py holds them equal),
+    asked here so that the validate step starts that generator only when there is something to write."""
+    if not all(os.path.isfile(os.path.join(folder, name)) for name in SIM_MODEL_FILES):
+        return False
+    if sharegpt_conversations <= 0:
+        return True
+    try:
+        with open(os.path.join(folder, SIM_SHAREGPT_NAME), encoding="utf-8") as handle:
+            return len(json.load(handle)) >= sharegpt_conversations
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def model_problems(launch, sim_model=None, hub=None, hf_cache=None):
     """The model the launch serves (--model-path / --model).
 

@@ -68,7 +68,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_compare import compare_record, format_table
+from ansible.module_utils.sglang_compare import ledger_comparison, threshold_problem
 from ansible.module_utils.sglang_ledger import read_ledger
 
 
@@ -81,11 +81,8 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
-    if p["threshold_pct"] < 0:
-        module.fail_json(
-            msg="sglang_bench_compare: threshold_pct must be >= 0, got {}; "
-            "fix noise_threshold_pct in data/benchmark.yml.".format(p["threshold_pct"])
-        )
+    if threshold_problem(p["threshold_pct"]):
+        module.fail_json(msg="sglang_bench_compare: " + threshold_problem(p["threshold_pct"]))
     try:
         records, problems = read_ledger(p["ledger"])
     except OSError as exc:
@@ -112,9 +109,7 @@ def main():
         record = matches[-1]
     else:
         record = records[-1]
-    comparison = compare_record(record, records, p["threshold_pct"], p["baseline_tier"])
-    comparison["ledger_problems"] = problems
-    comparison["table"] = format_table(comparison, synthetic=bool(record.get("target_is_simulator")))
+    comparison = ledger_comparison(record, records, p["threshold_pct"], p["baseline_tier"], problems)
     module.exit_json(changed=False, ansible_facts={"sglang_bench_compare": comparison})
 
 

@@ -142,6 +142,12 @@ gpus_needed:
   description: GPUs the launch uses (tensor x pipeline x data parallel size).
   returned: always
   type: int
+sim_model_complete:
+  description:
+    - On a simulator target that serves O(sim_model), whether that folder already holds the tokenizer and at
+      least O(sim_sharegpt_conversations) conversations (the validate step generates it only when not); else null.
+  returned: always
+  type: bool
 """
 
 import json
@@ -165,6 +171,7 @@ from ansible.module_utils.sglang_preflight import (
     our_pids,
     port_problems,
     problem,
+    sim_model_complete,
     stop_patterns,
     tokenizer_problems,
 )
@@ -325,6 +332,8 @@ def main():
         problems=problems,
         checks=checks,
         script_sha256=_sha256_or_none(launch["script"]) if launch.get("script") else None,
+        sim_model_complete=(sim_model_complete(p["sim_model"], p["sim_sharegpt_conversations"] or 0)
+                            if generated else None),
         server_pids=sorted(pids),
         gpus_needed=needed,
     )

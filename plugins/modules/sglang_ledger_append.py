@@ -112,6 +112,32 @@ options:
         attempt, fingerprint; see docs/campaign.md), kept as the record's C(campaign). The
         campaign's resume reads it back.
     type: dict
+  compare:
+    description:
+      - Also compare the record with the latest successful baseline, as module
+        M(sglang_bench_compare) does, from the ledger this module just wrote, and return it as
+        the fact C(sglang_bench_compare) (null in check mode). One module call where the record
+        and the comparison took two (role sglang_experiment's record step asks for it).
+    type: dict
+    suboptions:
+      threshold_pct:
+        type: float
+        required: true
+        description: What M(sglang_bench_compare) calls its noise threshold, in percent.
+      baseline_tier:
+        type: str
+        default: baseline
+        description: The tier compared against, as for M(sglang_bench_compare).
+  controller_copy:
+    description:
+      - Where the controller keeps its copy of the ledger (role sglang_bench passes
+        C(<sglang_bench_controller_results_dir>/<inventory_hostname>/ledger.jsonl)). Handled by the
+        action plugin of the same name on the controller, after the append, the module itself only
+        returns C(ledger_checksum) - the action copies the ledger over the task's connection, checks
+        the checksum and renames the copy into place, so the fetch step has nothing left to do.
+      - Nothing is copied in check mode, after a failure, or with become (the fetch step then copies
+        it); C(controller_copy) in the result says what happened.
+    type: path
 attributes:
   check_mode:
     support: full
@@ -173,12 +199,33 @@ bytes:
   description: Bytes written.
   returned: always
   type: int
+ledger_checksum:
+  description:
+    - The sha1 of the whole ledger after the append (Ansible's checksum).
+    - The action checks its copy against it.
+  returned: when the ledger exists
+  type: str
+controller_copy:
+  description:
+    - With O(controller_copy) (set by the action plugin) C(path), C(copied), C(in_sync) (the controller's copy
+      is the host's ledger now) and C(reason) (why nothing was copied, else null).
+  returned: with O(controller_copy), unless the module failed
+  type: dict
+ansible_facts:
+  description: With O(compare), the comparison.
+  returned: with O(compare)
+  type: dict
+  contains:
+    sglang_bench_compare:
+      description: What M(sglang_bench_compare) returns for the record (null in check mode).
+      type: dict
 """
 
 import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_compare import ledger_comparison, threshold_problem
 from ansible.module_utils.sglang_ledger import (
     PROVENANCE_KEYS,
     append_record,
@@ -234,6 +281,20 @@ def _merge_provenance(module):
     return merged
 
 
+def _comparison(module, record):
+    """The record (as the ledger now holds it: an id already present keeps its first line) compared with
+    the latest successful baseline of the ledger just written."""
+    p = module.params
+    try:
+        records, problems = read_ledger(p["ledger"])
+    except OSError as exc:
+        module.fail_json(msg=f"sglang_ledger_append: the record was appended, but the ledger {p['ledger']} "
+                         f"cannot be read back to compare it: {exc}")
+    kept = [r for r in records if r.get("record_id") == record["record_id"]]
+    return ledger_comparison(kept[-1] if kept else record, records, p["compare"]["threshold_pct"],
+                             p["compare"]["baseline_tier"], problems)
+
+
 def main():
     argument_spec = dict(
         ledger=dict(type="path", required=True),
@@ -255,6 +316,14 @@ def main():
         model=dict(type="str"),
         warmup=dict(type="dict"),
         campaign=dict(type="dict"),
+        controller_copy=dict(type="path"),
+        compare=dict(
+            type="dict",
+            options=dict(
+                threshold_pct=dict(type="float", required=True),
+                baseline_tier=dict(type="str", default="baseline"),
+            ),
+        ),
     )
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
@@ -265,6 +334,8 @@ def main():
         module.fail_json(
             msg='sglang_ledger_append: mode {!r} is not an octal file mode such as "0640".'.format(p["mode"])
         )
+    if p["compare"] and threshold_problem(p["compare"]["threshold_pct"]):
+        module.fail_json(msg="sglang_ledger_append: compare." + threshold_problem(p["compare"]["threshold_pct"]))
     failure = p["failure"] or None
     if failure is not None and not failure.get("class"):
         module.fail_json(
@@ -306,6 +377,8 @@ def main():
     if module.check_mode:
         existing, _ = read_ledger(p["ledger"])
         present = any(r.get("record_id") == record["record_id"] for r in existing)
+        if p["compare"]:
+            result["ansible_facts"] = {"sglang_bench_compare": None}  # nothing appended: nothing to compare
         module.exit_json(changed=not present, appended=False, bytes=len(encode_record(record)), **result)
     directory = os.path.dirname(p["ledger"])
     if directory and not os.path.isdir(directory):
@@ -324,6 +397,9 @@ def main():
             "permissions of sglang_bench_results_dir.".format(p["ledger"], exc),
             **result,
         )
+    if p["compare"]:
+        result["ansible_facts"] = {"sglang_bench_compare": _comparison(module, record)}
+    result["ledger_checksum"] = module.sha1(p["ledger"])
     module.exit_json(
         changed=written["appended"],
         appended=written["appended"],

@@ -82,6 +82,14 @@ def check_points(record):
             assert point[metric] > 0, (point["concurrency"], metric, point[metric])
 
 
+def comparison(runner, tier):
+    """The comparison the record step made in its own module call (sglang_ledger_append's compare); the
+    report step then runs no comparison module of its own."""
+    assert task_results(runner, "Compare the record with the latest successful baseline") == []
+    (record,) = task_results(runner, f"Append the record to the ledger for tier {tier}")
+    return record["ansible_facts"]["sglang_bench_compare"]
+
+
 def test_baseline_is_recorded(lab, baseline):
     records = lab.records()
     assert len(records) == 1
@@ -93,9 +101,7 @@ def test_baseline_is_recorded(lab, baseline):
     assert lab.controller_ledger.read_bytes() == lab.ledger_bytes()
     assert not (lab.run_dir / "sglang.lock").exists()
     # The first baseline has nothing to compare with, and says so.
-    compare = task_results(baseline, "Compare the record with the latest successful baseline")[0]
-    verdicts = {m["verdict"] for p in compare["ansible_facts"]["sglang_bench_compare"]["points"]
-                for m in p["metrics"].values()}
+    verdicts = {m["verdict"] for p in comparison(baseline, "baseline")["points"] for m in p["metrics"].values()}
     assert verdicts == {"no_baseline"}
 
 
@@ -133,8 +139,7 @@ def test_flag_tier_after_the_baseline(lab, baseline):
     assert record["model"]["model_path"] == str(lab.work / "sim-model")
 
     # Compared, point by point, with the baseline record just before it.
-    compare = task_results(runner, "Compare the record with the latest successful baseline")[0]
-    facts = compare["ansible_facts"]["sglang_bench_compare"]
+    facts = comparison(runner, tier)
     assert facts["record_id"] == record["record_id"]
     assert facts["threshold_pct"] == float(BENCH_SETTINGS["noise_threshold_pct"])
     assert [p["concurrency"] for p in facts["points"]] == setting("concurrency")

@@ -93,6 +93,15 @@ def test_a_concurrency_string_is_read_as_its_list(lab, baseline):
     assert_untouched(lab, server, before, runner)
 
 
+def test_a_bad_setting_of_a_step_after_the_lock_is_refused_before_it(lab, baseline):
+    """The ready-wait's own argument spec would refuse this only after the stop and the start; the
+    validate step checks every later step's settings first (check_steps.yml)."""
+    runner, message = refused(lab, tier="baseline", sglang_server_excerpt_lines_before="many")
+    assert "sglang_server_excerpt_lines_before" in message and "int" in message
+    failed = [task for task, _ in failures(runner)]
+    assert failed == ["Check the settings of every step after the lock"], failed
+
+
 def test_port_70000_through_the_flags_override_is_refused(lab, baseline):
     _, message = refused(lab, tier="baseline",
                          sglang_launch_flags_override={"--model": sim_model(lab), "--port": 70000})

@@ -63,7 +63,9 @@ def test_render_playbook_renders_every_runnable_tier_idempotently(tmp_path):
     runnable = st.runnable_tiers(catalog)
     scripts = sorted(p.name for p in (work / "launch").iterdir())
     assert scripts == sorted(f"{t}.sh" for t in runnable)
-    assert changed(stats) == 2  # the directory, and the template task (one loop item per tier)
+    # One task (one loop item per tier): module sglang_launch_script writes the directory and the scripts.
+    assert changed(stats) == 1
+    assert stat.S_IMODE((work / "launch").stat().st_mode) == 0o750
     for name in scripts:
         path = work / "launch" / name
         assert stat.S_IMODE(path.stat().st_mode) == 0o750

@@ -216,3 +216,35 @@ def test_simulator_records_at_another_speed_are_not_compared():
     assert cmp.find_baseline([base, tier], tier, 1) is None
     tier["launch"]["env"]["SGLANG_SIM_SPEED"] = "10"
     assert cmp.find_baseline([base, tier], tier, 1) is base
+
+
+def test_ledger_append_compares_in_the_same_call_as_the_compare_module(tmp_path):
+    """sglang_ledger_append's compare option returns, for the record it just appended, what module
+    sglang_bench_compare returns for that record afterwards: one module call where two ran."""
+    from helpers.modules import run_module
+    from helpers.records import MODEL_PATH, WORKLOAD, throughput_point
+
+    ledger_path = tmp_path / "results" / "ledger.jsonl"
+    common = dict(ledger=str(ledger_path), host="node-a", workload=WORKLOAD, collect_provenance=False,
+                  provenance={"target_is_simulator": True, "model": {"model_path": MODEL_PATH}})
+    first = run_module("sglang_ledger_append", tmp_path, run_id="r1", tier="baseline",
+                       points=[throughput_point(1, 100.0, 300.0, 10.0)],
+                       compare={"threshold_pct": 5, "baseline_tier": "baseline"}, **common)
+    assert first["appended"] is True
+    assert first["ansible_facts"]["sglang_bench_compare"]["record_id"] == first["record_id"]
+    second = run_module("sglang_ledger_append", tmp_path, run_id="r2", tier="t03",
+                        points=[throughput_point(1, 120.0, 360.0, 8.0)],
+                        compare={"threshold_pct": 5, "baseline_tier": "baseline"}, **common)
+    made = second["ansible_facts"]["sglang_bench_compare"]
+    alone = run_module("sglang_bench_compare", tmp_path, ledger=str(ledger_path), record_id=second["record_id"],
+                       threshold_pct=5, baseline_tier="baseline")["ansible_facts"]["sglang_bench_compare"]
+    assert made == alone
+    assert made["points"][0]["metrics"]["output_throughput"]["verdict"] == "better"
+    assert "SYNTHETIC" in made["table"]
+    without = run_module("sglang_ledger_append", tmp_path, run_id="r3", tier="t03",
+                         points=[throughput_point(1, 90.0, 270.0, 11.0)], **common)
+    assert "ansible_facts" not in without
+    bad = run_module("sglang_ledger_append", tmp_path, run_id="r4", tier="t03", points=[],
+                     compare={"threshold_pct": -1}, **common)
+    assert bad.get("failed") is True and "threshold_pct must be >= 0" in bad["msg"]
+    assert len(ledger_path.read_text().splitlines()) == 3  # the bad threshold appended nothing

@@ -511,3 +511,31 @@ def test_a_live_servers_client_error_gets_a_class(task, result, points, expected
 )
 def test_client_error(status, text, kind):
     assert failure.client_error(status, text) == kind
+
+
+def test_sim_model_complete_is_make_tokenizers_if_missing_test(tmp_path):
+    """The preflight's answer decides whether the validate step starts the generator at all, so it must be
+    the generator's own --if-missing test, folder state by folder state."""
+    from sglang_sim.make_tokenizer import is_complete
+
+    folder = tmp_path / "sim-model"
+    states = []
+
+    def both(conversations):
+        states.append((pf.sim_model_complete(str(folder), conversations), is_complete(str(folder), conversations)))
+
+    both(0)  # no folder
+    folder.mkdir()
+    for name in pf.SIM_MODEL_FILES[:-1]:
+        (folder / name).write_text("{}")
+    both(0)  # a file missing
+    (folder / pf.SIM_MODEL_FILES[-1]).write_text("{}")
+    both(0)
+    both(3)  # no ShareGPT file
+    (folder / pf.SIM_SHAREGPT_NAME).write_text("not json")
+    both(3)
+    (folder / pf.SIM_SHAREGPT_NAME).write_text(json.dumps([{}, {}]))
+    both(3)  # too few
+    both(2)
+    assert [mine for mine, _ in states] == [False, False, True, False, False, False, True]
+    assert [mine for mine, _ in states] == [theirs for _, theirs in states]

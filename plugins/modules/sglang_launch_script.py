@@ -1,0 +1,252 @@
+#!/usr/bin/python
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+
+DOCUMENTATION = r"""
+---
+module: sglang_launch_script
+short_description: Write a tier's launch script, and keep it by content with who set each of its flags
+description:
+  - With O(content) (the launch template rendered on the controller, role sglang_launch's render
+    step), writes it to O(path) after C(bash -n) accepted it, creating the script's directory (mode
+    O(dir_mode)) when missing. A script that already holds these bytes and O(mode) is left alone.
+  - Without O(content), O(path) must exist; its bytes are what O(archive) keeps.
+  - With O(archive), copies the script to C(<script's directory>/archive/<tier>-<sha256[:16]>.sh)
+    (mode 0750) and writes beside it C(<tier>-<sha256[:16]>.json) (mode 0640) with the tier, the
+    script's path and sha256 and O(meta) (the launch hash, the patches and who set each flag), so
+    the ledger can record the flag sources and a restore can start the last good tier from the
+    bytes that worked.
+  - Every file is written to a temporary file in its own directory and renamed over the old one,
+    so a reader never sees half a file.
+  - One module call for what file, template (stat and copy) and the archive's own call did, so a
+    cycle runs three module calls fewer.
+version_added: "1.0.0"
+extends_documentation_fragment:
+  - sglang_lab_attributes
+options:
+  path:
+    description: The launch script (role sglang_launch's C(<sglang_launch_dir>/<tier>.sh)).
+    type: path
+    required: true
+  content:
+    description:
+      - The script's text. When given, the module writes it to O(path); C(bash -n) must accept it
+        first, else nothing is written.
+    type: str
+  mode:
+    description: The script's mode (C(sglang_launch_script_mode)).
+    type: raw
+    default: "0750"
+  dir_mode:
+    description: The mode of the script's directory when the module creates it.
+    type: raw
+    default: "0750"
+  archive:
+    description: Also keep the script by content in C(archive/) beside it, with O(meta).
+    type: bool
+    default: false
+  tier:
+    description: The tier id; the archive's file names start with it. Required with O(archive).
+    type: str
+  expected_sha256:
+    description:
+      - Without O(content), the sha256 an earlier check read of O(path). When the script's bytes
+        differ (it changed between the check and this task), the module fails and writes nothing.
+    type: str
+  meta:
+    description:
+      - What the archive's C(.json) records besides tier, script and script_sha256 (role
+        sglang_launch passes C(hash), C(patches) and C(flag_sources) of the launch).
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    details: Reports what it would write, and checks O(content) with C(bash -n); writes nothing.
+  diff_mode:
+    support: full
+    details: The old and the new script text when O(content) changes it.
+  idempotent:
+    support: full
+    details: A second run with the same content, mode and meta finds every file as it should be.
+"""
+
+EXAMPLES = r"""
+- name: Render the launch script and keep it by content
+  sglang_launch_script:
+    path: /opt/sglang-lab/launch/t03-single-batch-overlap.sh
+    content: "{{ lookup('ansible.builtin.template', 'launch_script.sh.j2') }}"
+    mode: "0750"
+    archive: true
+    tier: t03-single-batch-overlap
+    meta:
+      hash: "{{ sglang_launch_result.hash }}"
+      patches: "{{ sglang_launch_result.patches }}"
+      flag_sources: "{{ sglang_launch_result.flag_sources }}"
+"""
+
+RETURN = r"""
+path:
+  description: The launch script.
+  returned: always
+  type: path
+script_sha256:
+  description: The sha256 of the script's bytes (as written, with O(content)).
+  returned: always
+  type: str
+script_changed:
+  description: Whether O(content) changed the script (its bytes or its mode).
+  returned: always
+  type: bool
+archived_script:
+  description: The path of the kept copy of the script.
+  returned: with O(archive)
+  type: path
+archived_meta:
+  description: The path of the C(.json) with the flag sources.
+  returned: with O(archive)
+  type: path
+"""
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_ledger import launch_archive_paths
+
+
+def meta_document(tier, script, sha256, meta):
+    """The .json's bytes: the given meta with tier, script and script_sha256, sorted, indented."""
+    document = dict(meta or {})
+    document.update({"tier": tier, "script": script, "script_sha256": sha256})
+    return (json.dumps(document, indent=4, sort_keys=True) + "\n").encode("utf-8")
+
+
+def parse_mode(value, name):
+    """An octal mode given as "0750", "750" or an int (YAML 0750 is already 488)."""
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value), 8)
+    except ValueError:
+        raise ValueError(f"{name} {value!r} is not an octal mode such as '0750'") from None
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _mode_of(path):
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+
+
+def _write(path, data, mode):
+    """Write ``data`` to ``path`` atomically (temporary file in the same directory, then rename)."""
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def bash_syntax_error(module, data):
+    """What ``bash -n`` says of ``data`` (None when it accepts it), checked from a temporary file."""
+    handle, temporary = tempfile.mkstemp(prefix="sglang-launch-", suffix=".sh")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        rc, out, err = module.run_command(["bash", "-n", temporary])
+    finally:
+        os.unlink(temporary)
+    return None if rc == 0 else (err or out or f"bash -n exited {rc}").strip()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            content=dict(type="str"),
+            mode=dict(type="raw", default="0750"),
+            dir_mode=dict(type="raw", default="0750"),
+            archive=dict(type="bool", default=False),
+            tier=dict(type="str"),
+            expected_sha256=dict(type="str"),
+            meta=dict(type="dict", default={}),
+        ),
+        required_if=[("archive", True, ("tier",))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    name = "sglang_launch_script"
+    try:
+        mode, dir_mode = parse_mode(p["mode"], "mode"), parse_mode(p["dir_mode"], "dir_mode")
+    except ValueError as exc:
+        module.fail_json(msg=f"{name}: {exc}")
+    old = _read(p["path"])
+    if p["content"] is not None:
+        script = p["content"].encode("utf-8")
+        problem = bash_syntax_error(module, script)
+        if problem:
+            module.fail_json(msg=f"{name}: bash -n refuses the rendered launch script for {p['path']}, so it was not "
+                             f"written: {problem}. The launch template (sglang_launch_template) made invalid shell.")
+    elif old is None:
+        module.fail_json(msg=f"{name}: cannot read the launch script {p['path']}; render it first "
+                         "(role sglang_launch).")
+    else:
+        script = old
+    sha256 = hashlib.sha256(script).hexdigest()
+    if p["content"] is None and p["expected_sha256"] and p["expected_sha256"] != sha256:
+        module.fail_json(
+            msg=f"{name}: {p['path']} changed since it was checked (sha256 {sha256}, checked "
+            f"{p['expected_sha256']}); something else writes the launch directory. Run the tier again.",
+            script_sha256=sha256,
+        )
+
+    writes = []  # (path, bytes, mode)
+    script_changed = p["content"] is not None and (old != script or _mode_of(p["path"]) != mode)
+    if script_changed:
+        writes.append((p["path"], script, mode))
+    result = dict(path=p["path"], script_sha256=sha256, script_changed=script_changed)
+    if p["archive"]:
+        kept_script, kept_meta = launch_archive_paths(p["path"], p["tier"], sha256)
+        meta = meta_document(p["tier"], p["path"], sha256, p["meta"])
+        writes += [(path, data, kept_mode) for path, data, kept_mode in ((kept_script, script, 0o750),
+                                                                         (kept_meta, meta, 0o640))
+                   if _read(path) != data]
+        result.update(archived_script=kept_script, archived_meta=kept_meta)
+    result["changed"] = bool(writes)
+    if script_changed and module._diff:
+        result["diff"] = {"before": (old or b"").decode("utf-8", "replace"), "after": p["content"],
+                          "before_header": p["path"], "after_header": p["path"]}
+    if module.check_mode or not writes:
+        module.exit_json(**result)
+    try:
+        for path, data, file_mode in writes:
+            folder = os.path.dirname(path)
+            if not os.path.isdir(folder):
+                os.makedirs(folder, exist_ok=True)
+                os.chmod(folder, dir_mode if path == p["path"] else 0o750)  # makedirs' mode obeys the umask
+            _write(path, data, file_mode)
+    except OSError as exc:
+        module.fail_json(msg=f"{name}: cannot write {path}: {exc}", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Module sglang_launch_script, run as Ansible runs a module (its arguments in a JSON file)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from helpers.modules import run_module as _run
+
+
+def run_module(tmp_path, **args):
+    return _run("sglang_launch_script", tmp_path, **args)
+
+
+def test_the_script_and_its_flag_sources_are_kept_by_content_once(tmp_path):
+    script = tmp_path / "launch" / "t03.sh"
+    script.parent.mkdir()
+    script.write_text("#!/bin/bash\nexec python -m sglang.launch_server --tp 8\n")
+    sha = hashlib.sha256(script.read_bytes()).hexdigest()
+    meta = {"hash": "abc", "patches": [], "flag_sources": {"--tp": "baseline"}}
+    first = run_module(tmp_path, path=str(script), archive=True, tier="t03", expected_sha256=sha, meta=meta)
+    kept = tmp_path / "launch" / "archive" / f"t03-{sha[:16]}"
+    assert first["changed"] is True and first["script_sha256"] == sha
+    assert first["archived_script"] == f"{kept}.sh" and first["archived_meta"] == f"{kept}.json"
+    assert (kept.parent / f"t03-{sha[:16]}.sh").read_bytes() == script.read_bytes()
+    assert json.loads((kept.parent / f"t03-{sha[:16]}.json").read_text()) == {
+        **meta, "tier": "t03", "script": str(script), "script_sha256": sha}
+    assert oct(kept.parent.stat().st_mode & 0o777) == "0o750"
+    again = run_module(tmp_path, path=str(script), archive=True, tier="t03", expected_sha256=sha, meta=meta)
+    assert again["changed"] is False  # idempotent
+    assert sorted(p.name for p in kept.parent.iterdir()) == [f"t03-{sha[:16]}.json", f"t03-{sha[:16]}.sh"]
+
+
+def test_a_script_that_changed_since_the_check_is_refused_and_nothing_written(tmp_path):
+    script = tmp_path / "t03.sh"
+    script.write_text("#!/bin/bash\n")
+    result = run_module(tmp_path, path=str(script), archive=True, tier="t03", expected_sha256="0" * 64)
+    assert result.get("failed") is True and "changed since it was checked" in result["msg"]
+    assert not (tmp_path / "archive").exists()
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    script = tmp_path / "t03.sh"
+    script.write_text("#!/bin/bash\n")
+    result = run_module(tmp_path, path=str(script), archive=True, tier="t03", _ansible_check_mode=True)
+    assert result["changed"] is True and not (tmp_path / "archive").exists()
+
+
+SCRIPT = "#!/usr/bin/env bash\nexec python -m sglang.launch_server --tp 8\n"
+
+
+def test_content_is_written_with_its_directory_and_mode_then_left_alone(tmp_path):
+    script = tmp_path / "launch" / "t03.sh"
+    first = run_module(tmp_path, path=str(script), content=SCRIPT, mode="0750", _ansible_diff=True)
+    assert first["changed"] is True and first["script_changed"] is True, first
+    assert script.read_text() == SCRIPT and oct(script.stat().st_mode & 0o777) == "0o750"
+    assert oct(script.parent.stat().st_mode & 0o777) == "0o750"
+    assert first["script_sha256"] == hashlib.sha256(SCRIPT.encode()).hexdigest()
+    assert first["diff"]["before"] == "" and first["diff"]["after"] == SCRIPT
+    assert "archived_script" not in first and not (script.parent / "archive").exists()
+    again = run_module(tmp_path, path=str(script), content=SCRIPT, mode="0750")
+    assert again["changed"] is False and again["script_changed"] is False
+    script.chmod(0o700)
+    mode_only = run_module(tmp_path, path=str(script), content=SCRIPT, mode="0750")
+    assert mode_only["changed"] is True and oct(script.stat().st_mode & 0o777) == "0o750"
+
+
+def test_content_and_archive_in_one_call(tmp_path):
+    script = tmp_path / "launch" / "t03.sh"
+    result = run_module(tmp_path, path=str(script), content=SCRIPT, archive=True, tier="t03",
+                        meta={"flag_sources": {"--tp": "baseline"}})
+    sha = hashlib.sha256(SCRIPT.encode()).hexdigest()
+    kept = script.parent / "archive" / f"t03-{sha[:16]}.sh"
+    assert result["archived_script"] == str(kept) and kept.read_text() == SCRIPT
+    assert json.loads(kept.with_suffix(".json").read_text())["flag_sources"] == {"--tp": "baseline"}
+    changed = SCRIPT.replace("--tp 8", "--tp 4")
+    second = run_module(tmp_path, path=str(script), content=changed, archive=True, tier="t03")
+    assert second["changed"] is True and script.read_text() == changed
+    assert len(list((script.parent / "archive").glob("t03-*.sh"))) == 2  # each content kept once
+
+
+def test_text_that_bash_refuses_is_not_written(tmp_path):
+    script = tmp_path / "t03.sh"
+    script.write_text(SCRIPT)
+    result = run_module(tmp_path, path=str(script), content="#!/usr/bin/env bash\nif then fi (\n", archive=True,
+                        tier="t03")
+    assert result.get("failed") is True and "bash -n refuses" in result["msg"], result
+    assert script.read_text() == SCRIPT and not (tmp_path / "archive").exists()
+
+
+def test_check_mode_with_content_writes_nothing(tmp_path):
+    script = tmp_path / "launch" / "t03.sh"
+    result = run_module(tmp_path, path=str(script), content=SCRIPT, archive=True, tier="t03",
+                        _ansible_check_mode=True)
+    assert result["changed"] is True and not script.parent.exists()
