@@ -18,6 +18,10 @@
 #   PHASE=f bash tools/device/real_gpu_check.sh   on its own: experiments baseline and tiny-chunk
 #                                                 with the measure step (the warm-up runs while
 #                                                 the client imports bench_serving), a verified stop
+#   PHASE=g bash tools/device/real_gpu_check.sh   on its own: phase f's steps again, after the
+#                                                 client stopped bench_serving's idle settle pause
+#                                                 and per-point warm-up request, and the record
+#                                                 task compares and copies the ledger itself
 #   PHASE=e bash tools/device/real_gpu_check.sh   a campaign (CAMPAIGN, default
 #                                                 data/campaigns/h200-tiny.yml) under its budget;
 #                                                 run it again and it resumes. The report is made
@@ -99,6 +103,11 @@ elif [ "$PHASE" = f ]; then
   step exp_chunk_f playbooks/experiment.yml -e tier=tiny-chunk
   step stop_f playbooks/stop.yml
   snap after_stop_f
+elif [ "$PHASE" = g ]; then
+  step exp_baseline_g playbooks/experiment.yml -e tier=baseline
+  step exp_chunk_g playbooks/experiment.yml -e tier=tiny-chunk
+  step stop_g playbooks/stop.yml
+  snap after_stop_g
 elif [ "$PHASE" = e ]; then
   n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
   step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
