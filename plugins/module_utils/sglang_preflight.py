@@ -551,6 +551,22 @@ def disk_problems(paths, min_free_mib, statvfs=os.statvfs):
     return out
 
 
+def ledger_mode_problems(mode):
+    """The ledger's file mode (sglang_bench_ledger_mode), which module sglang_ledger_append reads as
+    octal only when it records, after the whole cycle ran: checked here instead."""
+    if mode is None:
+        return []
+    try:
+        value = int(str(mode), 8)  # as module sglang_ledger_append reads it
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 0o7777:
+        return [problem("ledger", "sglang_bench_ledger_mode", mode,
+                        f"sglang_bench_ledger_mode is {mode!r}, not an octal file mode such as \"0640\"; "
+                        "the record step would refuse it after the benchmark. Fix it in the inventory.")]
+    return []
+
+
 # --------------------------------------------------------------------------- FlashInfer patches
 
 

@@ -86,6 +86,9 @@ options:
     type: list
     elements: path
     default: []
+  ledger_mode:
+    description: The ledger's file mode (C(sglang_bench_ledger_mode)), checked to be octal, as the record step reads it.
+    type: raw
   min_free_mib:
     description: Free MiB each of O(disk_paths) needs (C(sglang_experiment_min_free_mib)).
     type: int
@@ -125,7 +128,7 @@ problems:
   type: list
   elements: dict
 checks:
-  description: The checks that ran (benchmark, flag_ownership, port, model, tokenizer, disk, gpu, flashinfer).
+  description: The checks that ran (benchmark, flag_ownership, port, model, tokenizer, disk, ledger, gpu, flashinfer).
   returned: always
   type: list
   elements: str
@@ -167,6 +170,7 @@ from ansible.module_utils.sglang_preflight import (
     hub_cache_dir,
     hub_ids,
     launch_port,
+    ledger_mode_problems,
     model_problems,
     our_pids,
     port_problems,
@@ -241,6 +245,7 @@ def main():
         patterns=dict(type="list", elements="str"),
         disk_paths=dict(type="list", elements="path", default=[]),
         min_free_mib=dict(type="int", default=1024),
+        ledger_mode=dict(type="raw"),
         apply_patches=dict(type="bool", default=False),
         flashinfer_catalog=dict(type="dict", default={}),
         flashinfer_patch_files=dict(type="list", elements="str", default=[]),
@@ -312,6 +317,7 @@ def main():
     if not (found and tokenizer == launch.get("model")):
         run("tokenizer", tokenizer_problems(tokenizer, tokenizer_source, launch, p["sim_model"], hub, cache))
     run("disk", disk_problems(p["disk_paths"], p["min_free_mib"]))
+    run("ledger", ledger_mode_problems(p["ledger_mode"]))
 
     needed = gpus_needed(flags)
     if p["expect_gpu"]:

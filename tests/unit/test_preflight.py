@@ -539,3 +539,13 @@ def test_sim_model_complete_is_make_tokenizers_if_missing_test(tmp_path):
     both(2)
     assert [mine for mine, _ in states] == [False, False, True, False, False, False, True]
     assert [mine for mine, _ in states] == [theirs for _, theirs in states]
+
+
+@pytest.mark.parametrize("mode, refused", [("0640", False), ("640", False), (None, False), ("rw", True),
+                                           ("0999", True), ("77777", True)])
+def test_the_ledger_mode_is_read_as_the_record_step_reads_it(mode, refused):
+    """A mode the record step would refuse after the whole benchmark is refused before the lock."""
+    found = pf.ledger_mode_problems(mode)
+    assert bool(found) is refused
+    if refused:
+        assert found[0]["var"] == "sglang_bench_ledger_mode" and repr(mode) in found[0]["message"]
