@@ -183,6 +183,16 @@ def _fsync_dir(path):
         os.close(fd)
 
 
+def ledger_file_mode(mode):
+    """The ledger's file mode (sglang_bench_ledger_mode) as an int: read as octal text ("0640"; an int is
+    read by its digits, as module sglang_ledger_append always has), at most 0o7777. ValueError otherwise.
+    Shared by that module and the experiment's preflight, which checks it before the lock."""
+    value = int(str(mode), 8)
+    if not 0 <= value <= 0o7777:
+        raise ValueError(f"{mode!r} is outside 0-7777")
+    return value
+
+
 def append_record(path, record, mode=0o640):
     """Append ``record`` to the ledger at ``path``; return what was written.
 

@@ -21,6 +21,7 @@ import os
 import re
 
 try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_ledger import ledger_file_mode
     from ansible.module_utils.sglang_process import (
         KILL_PATTERNS,
         cmdline_matches,
@@ -30,6 +31,7 @@ try:  # Inside AnsiballZ.
         session_processes,
     )
 except ImportError:  # pytest puts module_utils on sys.path.
+    from sglang_ledger import ledger_file_mode
     from sglang_process import (
         KILL_PATTERNS,
         cmdline_matches,
@@ -557,10 +559,8 @@ def ledger_mode_problems(mode):
     if mode is None:
         return []
     try:
-        value = int(str(mode), 8)  # as module sglang_ledger_append reads it
+        ledger_file_mode(mode)  # as module sglang_ledger_append reads it
     except ValueError:
-        value = -1
-    if not 0 <= value <= 0o7777:
         return [problem("ledger", "sglang_bench_ledger_mode", mode,
                         f"sglang_bench_ledger_mode is {mode!r}, not an octal file mode such as \"0640\"; "
                         "the record step would refuse it after the benchmark. Fix it in the inventory.")]

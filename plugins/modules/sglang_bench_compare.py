@@ -81,8 +81,9 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
-    if threshold_problem(p["threshold_pct"]):
-        module.fail_json(msg="sglang_bench_compare: " + threshold_problem(p["threshold_pct"]))
+    problem = threshold_problem(p["threshold_pct"])
+    if problem:
+        module.fail_json(msg="sglang_bench_compare: " + problem)
     try:
         records, problems = read_ledger(p["ledger"])
     except OSError as exc:

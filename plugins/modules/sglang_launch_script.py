@@ -8,10 +8,9 @@ DOCUMENTATION = r"""
 module: sglang_launch_script
 short_description: Write a tier's launch script, and keep it by content with who set each of its flags
 description:
-  - With O(content) (the launch template rendered on the controller, role sglang_launch's render
-    step), writes it to O(path) after C(bash -n) accepted it, creating the script's directory (mode
+  - Writes O(content) (the launch template rendered on the controller, role sglang_launch's render
+    step) to O(path) after C(bash -n) accepted it, creating the script's directory (mode
     O(dir_mode)) when missing. A script that already holds these bytes and O(mode) is left alone.
-  - Without O(content), O(path) must exist; its bytes are what O(archive) keeps.
   - With O(archive), copies the script to C(<script's directory>/archive/<tier>-<sha256[:16]>.sh)
     (mode 0750) and writes beside it C(<tier>-<sha256[:16]>.json) (mode 0640) with the tier, the
     script's path and sha256 and O(meta) (the launch hash, the patches and who set each flag), so
@@ -30,10 +29,9 @@ options:
     type: path
     required: true
   content:
-    description:
-      - The script's text. When given, the module writes it to O(path); C(bash -n) must accept it
-        first, else nothing is written.
+    description: The script's text; C(bash -n) must accept it, else nothing is written.
     type: str
+    required: true
   mode:
     description: The script's mode (C(sglang_launch_script_mode)).
     type: raw
@@ -48,11 +46,6 @@ options:
     default: false
   tier:
     description: The tier id; the archive's file names start with it. Required with O(archive).
-    type: str
-  expected_sha256:
-    description:
-      - Without O(content), the sha256 an earlier check read of O(path). When the script's bytes
-        differ (it changed between the check and this task), the module fails and writes nothing.
     type: str
   meta:
     description:
@@ -92,11 +85,11 @@ path:
   returned: always
   type: path
 script_sha256:
-  description: The sha256 of the script's bytes (as written, with O(content)).
+  description: The sha256 of the script's bytes, as written.
   returned: always
   type: str
 script_changed:
-  description: Whether O(content) changed the script (its bytes or its mode).
+  description: Whether the script changed (its bytes or its mode).
   returned: always
   type: bool
 archived_script:
@@ -181,12 +174,11 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
-            content=dict(type="str"),
+            content=dict(type="str", required=True),
             mode=dict(type="raw", default="0750"),
             dir_mode=dict(type="raw", default="0750"),
             archive=dict(type="bool", default=False),
             tier=dict(type="str"),
-            expected_sha256=dict(type="str"),
             meta=dict(type="dict", default={}),
         ),
         required_if=[("archive", True, ("tier",))],
@@ -199,27 +191,15 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=f"{name}: {exc}")
     old = _read(p["path"])
-    if p["content"] is not None:
-        script = p["content"].encode("utf-8")
-        problem = bash_syntax_error(module, script)
-        if problem:
-            module.fail_json(msg=f"{name}: bash -n refuses the rendered launch script for {p['path']}, so it was not "
-                             f"written: {problem}. The launch template (sglang_launch_template) made invalid shell.")
-    elif old is None:
-        module.fail_json(msg=f"{name}: cannot read the launch script {p['path']}; render it first "
-                         "(role sglang_launch).")
-    else:
-        script = old
+    script = p["content"].encode("utf-8")
+    problem = bash_syntax_error(module, script)
+    if problem:
+        module.fail_json(msg=f"{name}: bash -n refuses the rendered launch script for {p['path']}, so it was not "
+                         f"written: {problem}. The launch template (sglang_launch_template) made invalid shell.")
     sha256 = hashlib.sha256(script).hexdigest()
-    if p["content"] is None and p["expected_sha256"] and p["expected_sha256"] != sha256:
-        module.fail_json(
-            msg=f"{name}: {p['path']} changed since it was checked (sha256 {sha256}, checked "
-            f"{p['expected_sha256']}); something else writes the launch directory. Run the tier again.",
-            script_sha256=sha256,
-        )
 
     writes = []  # (path, bytes, mode)
-    script_changed = p["content"] is not None and (old != script or _mode_of(p["path"]) != mode)
+    script_changed = old != script or _mode_of(p["path"]) != mode
     if script_changed:
         writes.append((p["path"], script, mode))
     result = dict(path=p["path"], script_sha256=sha256, script_changed=script_changed)

@@ -232,6 +232,7 @@ from ansible.module_utils.sglang_ledger import (
     build_record,
     encode_record,
     launch_flag_sources,
+    ledger_file_mode,
     new_record_id,
     read_ledger,
     utc_now,
@@ -282,8 +283,8 @@ def _merge_provenance(module):
 
 
 def _comparison(module, record):
-    """The record (as the ledger now holds it: an id already present keeps its first line) compared with
-    the latest successful baseline of the ledger just written."""
+    """The record as the ledger now holds it (its line for this record id, the last, as module
+    sglang_bench_compare picks it) compared with the latest successful baseline of the ledger just written."""
     p = module.params
     try:
         records, problems = read_ledger(p["ledger"])
@@ -329,13 +330,14 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
     try:
-        mode = int(str(p["mode"]), 8)
+        mode = ledger_file_mode(p["mode"])
     except ValueError:
         module.fail_json(
             msg='sglang_ledger_append: mode {!r} is not an octal file mode such as "0640".'.format(p["mode"])
         )
-    if p["compare"] and threshold_problem(p["compare"]["threshold_pct"]):
-        module.fail_json(msg="sglang_ledger_append: compare." + threshold_problem(p["compare"]["threshold_pct"]))
+    problem = threshold_problem(p["compare"]["threshold_pct"]) if p["compare"] else None
+    if problem:
+        module.fail_json(msg="sglang_ledger_append: compare." + problem)
     failure = p["failure"] or None
     if failure is not None and not failure.get("class"):
         module.fail_json(
