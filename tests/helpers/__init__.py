@@ -14,7 +14,9 @@ sys.path itself.
   its environment, manifest and tokenizer, and the lifecycle's server state file;
 - ``helpers.records``: ledger records as the report and statistics tests build them;
 - ``helpers.reports``: reading what the report tools write (PNG text chunks);
-- ``helpers.gpu``: the stand-in nvidia-smi and the telemetry summary expected from its rows.
+- ``helpers.gpu``: the stand-in nvidia-smi and the telemetry summary expected from its rows;
+- ``helpers.recordings``: a recording of real SGLang (tests/fixtures/real-sglang/, phases f and g):
+  its ledger, each run's client status events, the tasks of its playbook output.
 
 What runs ansible-playbook or starts a server is marked ``@integration_only``: tests/conftest.py
 refuses a module under tests/unit that imports one of those.

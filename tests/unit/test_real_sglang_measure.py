@@ -4,26 +4,15 @@ points only after 'go'."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import sglang_bench_points as bp
 from helpers.paths import FIXTURES
+from helpers.recordings import client_events, records
 
 REC = FIXTURES / "real-sglang" / "0.5.17-h200-tp1" / "phase-f"
 
 
-def records():
-    return [json.loads(line) for line in (REC / "results" / "ledger.jsonl").read_text().splitlines() if line]
-
-
-def client_events(record):
-    log = REC / "results" / "raw" / record["run_id"] / "client.log"
-    return bp.parse_status_lines(log.read_text())
-
-
 def test_both_runs_succeeded_with_every_concurrency_warmed_up_once():
-    found = records()
+    found = records(REC)
     assert [r["tier"] for r in found] == ["baseline", "tiny-chunk"]
     for record in found:
         assert record["status"] == "success" and record["failure"] is None
@@ -37,8 +26,8 @@ def test_both_runs_succeeded_with_every_concurrency_warmed_up_once():
 
 @pytest.mark.parametrize("index", [0, 1])
 def test_the_client_started_its_points_only_after_go(index):
-    record = records()[index]
-    events = client_events(record)
+    record = records(REC)[index]
+    events = client_events(REC, record)
     kinds = [e["event"] for e in events]
     assert kinds[:3] == ["ready", "go", "start"], kinds
     assert kinds.count("start") == len(record["points"]) and kinds[-1] == "done"
