@@ -347,6 +347,7 @@ from ansible.module_utils.sglang_warmup_rounds import (
     run_warmup,
     warmup_rounds,
 )
+from ansible.module_utils.sglang_workload_options import WORKLOAD_ARGUMENT_SPEC
 
 PLAN_NAME = "plan.json"
 CLIENT_LOG_NAME = "client.log"
@@ -527,33 +528,19 @@ def main():
         ),
         output_dir=dict(type="path", required=True),
         client_command=dict(type="list", elements="str"),
-        client_env=dict(type="dict", default={}),
         host=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", default=30000),
         concurrency=dict(type="list", elements="int", required=True),
         repeats=dict(type="int", default=1),
-        num_prompts=dict(type="int"),
-        num_prompts_multiplier=dict(type="int"),
-        num_prompts_floor=dict(type="int"),
-        input_len=dict(type="int", required=True),
-        output_len=dict(type="int", required=True),
-        range_ratio=dict(type="float", default=1.0),
-        dataset_name=dict(type="str", default="random"),
-        dataset_path=dict(type="path"),
         request_rate=dict(type="str", default="inf"),
-        seed=dict(type="int", default=1),
-        tokenizer=dict(type="str"),
-        model=dict(type="str"),
-        served_model_name=dict(type="str"),
-        output_details=dict(type="bool", default=False),
         client_warmup_requests=dict(type="int"),
-        extra_args=dict(type="list", elements="str", default=[]),
         point_timeout=dict(type="int", default=7200),
         timeout=dict(type="int"),
         stop_on_failure=dict(type="bool", default=True),
         fail_on_incomplete=dict(type="bool", default=True),
         tier=dict(type="str"),
     )
+    argument_spec.update(WORKLOAD_ARGUMENT_SPEC)
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(
         argument_spec=argument_spec,

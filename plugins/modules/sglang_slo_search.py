@@ -406,6 +406,7 @@ from ansible.module_utils.sglang_slo import (
     probe_metrics,
     search,
 )
+from ansible.module_utils.sglang_workload_options import WORKLOAD_ARGUMENT_SPEC
 
 # Seconds beyond every probe's client limit for an async task: provenance and the append.
 BUDGET_SLACK_S = 600
@@ -648,26 +649,11 @@ def main():
         mode=dict(type="raw", default="0640"),
         output_dir=dict(type="path", required=True),
         client_command=dict(type="list", elements="str", required=True),
-        client_env=dict(type="dict", default={}),
         host=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", default=30000),
-        num_prompts=dict(type="int"),
-        num_prompts_multiplier=dict(type="int"),
-        num_prompts_floor=dict(type="int"),
-        input_len=dict(type="int", required=True),
-        output_len=dict(type="int", required=True),
-        range_ratio=dict(type="float", default=1.0),
-        dataset_name=dict(type="str", default="random"),
-        dataset_path=dict(type="path"),
         request_rate=dict(type="str", default="inf"),
-        seed=dict(type="int", default=1),
-        tokenizer=dict(type="str"),
-        model=dict(type="str"),
-        served_model_name=dict(type="str"),
-        output_details=dict(type="bool", default=False),
         client_warmup_requests=dict(type="int"),
         probe_warmup=dict(type="bool", default=True),
-        extra_args=dict(type="list", elements="str", default=[]),
         point_timeout=dict(type="int", default=7200),
         timeout=dict(type="int"),
         tier=dict(type="str", required=True),
@@ -675,6 +661,7 @@ def main():
         run_id=dict(type="str"),
         record_id=dict(type="str"),
     )
+    argument_spec.update(WORKLOAD_ARGUMENT_SPEC)
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(
         argument_spec=argument_spec,

@@ -220,6 +220,18 @@ def test_provenance_fragment_is_the_provenance_argument_spec():
     assert not compare_options(fragment["options"], PROVENANCE_ARGUMENT_SPEC, "sglang_lab_provenance")
 
 
+def test_workload_fragment_is_the_workload_argument_spec():
+    """The fragment sglang_bench and sglang_slo_search share is WORKLOAD_ARGUMENT_SPEC, which
+    both modules take whole into their specs."""
+    from ansible.module_utils.sglang_workload_options import WORKLOAD_ARGUMENT_SPEC
+
+    fragment = yaml.safe_load(fragment_loader.get("sglang_lab_workload").DOCUMENTATION)
+    assert not compare_options(fragment["options"], WORKLOAD_ARGUMENT_SPEC, "sglang_lab_workload")
+    for name in ("sglang_bench", "sglang_slo_search"):
+        declared = module_arguments(name)["argument_spec"]
+        assert {option: declared[option] for option in WORKLOAD_ARGUMENT_SPEC} == WORKLOAD_ARGUMENT_SPEC, name
+
+
 def test_ansible_doc_renders_every_module():
     """One ansible-doc run over all modules, configured by ansible.cfg only (doc_fragment_plugins)."""
     ansible_doc = Path(sys.executable).with_name("ansible-doc")
