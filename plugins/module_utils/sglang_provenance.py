@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Provenance of a benchmark record: launch, versions, /server_info, GPU facts.
 
-Used by modules sglang_bench and sglang_ledger_append (collect_provenance and
-its option spec); the benchmark client itself is sglang_bench_points.py.
+Used by modules sglang_bench, sglang_slo_search and sglang_ledger_append (their
+option spec, and collect_provenance fed from those options by
+provenance_from_params); the benchmark client itself is sglang_bench_points.py.
 Standard library only (psutil when present): this code runs on the target
 host. Functions that read files, run a command or call the server say so.
 """
@@ -11,6 +12,7 @@ host. Functions that read files, run a command or call the server say so.
 import json
 import os
 import re
+import socket
 
 try:  # Inside AnsiballZ.
     from ansible.module_utils.nvidia_smi import gpu_snapshot
@@ -296,6 +298,27 @@ def fetch_server_info(host, port, timeout=10.0, opener=None):
     return to_json_safe(info), None
 
 
+def server_tokenizer(host, port):
+    """The tokenizer the server at ``host:port`` loaded: /server_info's ``tokenizer_path``, else
+    its ``model_path`` (side effect: the GET). Returns ``(tokenizer, None)``, or ``(None, reason)``
+    when the server gave neither."""
+    info, reason = fetch_server_info(host, port)
+    tokenizer = (info or {}).get("tokenizer_path") or (info or {}).get("model_path")
+    if tokenizer:
+        return tokenizer, None
+    return None, reason or "no tokenizer_path or model_path"
+
+
+def server_log(server_state):
+    """The running server's log (server.json ``log``), read for its [http_server] Error lines;
+    None when ``server_state`` is unset, unreadable or names none (side effect: reads the file)."""
+    try:
+        with open(server_state) as handle:
+            return json.load(handle).get("log") or None
+    except (OSError, TypeError, ValueError, AttributeError):
+        return None
+
+
 SIMULATOR_MODULE = "sglang_sim.launch_server"
 
 
@@ -342,8 +365,9 @@ def gpu_facts(run_command):
     return to_json_safe(snapshot)
 
 
-# Module options that feed collect_provenance(), shared by every module that writes a record
-# (sglang_bench, sglang_ledger_append) so both accept and default them the same way.
+# Module options that feed collect_provenance() (through provenance_from_params()), shared by every
+# module that writes a record (sglang_bench, sglang_slo_search, sglang_ledger_append) so all accept
+# and default them the same way.
 PROVENANCE_ARGUMENT_SPEC = dict(
     server_state=dict(type="path"),
     launch_script=dict(type="path"),
@@ -403,4 +427,34 @@ def collect_provenance(
             "collected_at": utc_now(),
             "reasons": reasons,
         }
+    )
+
+
+def provenance_from_params(module, host_key="host", port_key="port", client_python=None, **extra):
+    """collect_provenance() for a module whose spec has PROVENANCE_ARGUMENT_SPEC and a ``tier``.
+
+    The launch, facts and git options come from ``module.params`` as the module got them; the
+    server from the options named ``host_key`` and ``port_key`` (sglang_bench and sglang_slo_search
+    call them host and port, sglang_ledger_append server_host and server_port); the versions are
+    asked of ``ml_env_python``, else of ``client_python`` (the benchmark client's interpreter),
+    through ``module.run_command``, which also runs nvidia-smi; the hostname is this host's.
+    ``extra`` goes to collect_provenance() as it is (model, client, fetch_info, ...). Calls the
+    server, reads files and runs commands, as collect_provenance() does.
+    """
+    p = module.params
+    return collect_provenance(
+        host=p[host_key],
+        port=p[port_key],
+        tier=p["tier"],
+        server_state=p["server_state"],
+        launch_script=p["launch_script"],
+        launch_argv=p["launch_argv"],
+        launch_env=p["launch_env"],
+        facts_file=p["facts_file"],
+        python=p["ml_env_python"] or client_python,
+        run=module.run_command,
+        run_command=module.run_command,
+        git_revision=p["git_revision"],
+        hostname=socket.gethostname(),
+        **extra,
     )

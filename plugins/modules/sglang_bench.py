@@ -317,9 +317,7 @@ client_rc:
   type: int
 """
 
-import json
 import os
-import socket
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_points import (
@@ -337,8 +335,9 @@ from ansible.module_utils.sglang_bench_settings import WARMUP_MEASURED
 from ansible.module_utils.sglang_ledger import POINT_OK
 from ansible.module_utils.sglang_provenance import (
     PROVENANCE_ARGUMENT_SPEC,
-    collect_provenance,
-    fetch_server_info,
+    provenance_from_params,
+    server_log,
+    server_tokenizer,
 )
 from ansible.module_utils.sglang_warmup_rounds import (
     check_settings,
@@ -357,25 +356,9 @@ def _provenance(module, client):
     p = module.params
     if not p["collect_provenance"]:
         return {"collected": False, "client": client}
-
-    def run(argv):
-        return module.run_command(argv)
-
-    python = p["ml_env_python"] or ((p["client_command"] or [None])[0])
-    return collect_provenance(
-        host=p["host"],
-        port=p["port"],
-        tier=p["tier"],
-        server_state=p["server_state"],
-        launch_script=p["launch_script"],
-        launch_argv=p["launch_argv"],
-        launch_env=p["launch_env"],
-        facts_file=p["facts_file"],
-        python=python,
-        run=run,
-        run_command=module.run_command,
-        git_revision=p["git_revision"],
-        hostname=socket.gethostname(),
+    return provenance_from_params(
+        module,
+        client_python=(p["client_command"] or [None])[0],
         model=p["model"] or p["tokenizer"],
         client=client,
     )
@@ -434,20 +417,10 @@ def _parse(module, specs):
     module.exit_json(changed=False, points=points, ansible_facts={"sglang_bench": facts})
 
 
-def _server_log(server_state):
-    """The running server's log (server.json ``log``), read for its [http_server] Error lines."""
-    try:
-        with open(server_state) as handle:
-            return json.load(handle).get("log") or None
-    except (OSError, TypeError, ValueError, AttributeError):
-        return None
-
-
 def _server_tokenizer(module):
     """The tokenizer the server loaded (/server_info tokenizer_path, else model_path)."""
     p = module.params
-    info, reason = fetch_server_info(p["host"], p["port"])
-    tokenizer = (info or {}).get("tokenizer_path") or (info or {}).get("model_path")
+    tokenizer, reason = server_tokenizer(p["host"], p["port"])
     if tokenizer:
         return tokenizer
     if module.check_mode:
@@ -456,7 +429,7 @@ def _server_tokenizer(module):
         msg="sglang_bench: no tokenizer for the benchmark client: tokenizer is not set and "
         "http://{}:{}/server_info gave none ({}). Start the server first, or set "
         "sglang_bench_tokenizer to the model path (GPU node) or the tokenizer folder "
-        "(simulator).".format(p["host"], p["port"], reason or "no tokenizer_path or model_path"),
+        "(simulator).".format(p["host"], p["port"], reason),
         failure_class="server_unreachable",
     )
 
@@ -636,7 +609,7 @@ def main():
             point_timeout=p["point_timeout"],
             timeout=timeout,
             stop_on_failure=p["stop_on_failure"],
-            server_log=_server_log(p["server_state"]),
+            server_log=server_log(p["server_state"]),
             gate=gate,
         )
     except OSError as exc:

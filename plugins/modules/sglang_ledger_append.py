@@ -222,7 +222,6 @@ ansible_facts:
 """
 
 import os
-import socket
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_compare import ledger_comparison, threshold_problem
@@ -238,7 +237,7 @@ from ansible.module_utils.sglang_ledger import (
     utc_now,
     validate_record,
 )
-from ansible.module_utils.sglang_provenance import PROVENANCE_ARGUMENT_SPEC, collect_provenance
+from ansible.module_utils.sglang_provenance import PROVENANCE_ARGUMENT_SPEC, provenance_from_params
 
 
 def _merge_provenance(module):
@@ -247,20 +246,10 @@ def _merge_provenance(module):
     missing = [k for k in PROVENANCE_KEYS if given.get(k) in (None, {}, [])]
     if not p["collect_provenance"] or not missing:
         return given
-    fresh = collect_provenance(
-        host=p["server_host"],
-        port=p["server_port"],
-        tier=p["tier"],
-        server_state=p["server_state"],
-        launch_script=p["launch_script"],
-        launch_argv=p["launch_argv"],
-        launch_env=p["launch_env"],
-        facts_file=p["facts_file"],
-        python=p["ml_env_python"],
-        run=module.run_command,
-        run_command=module.run_command,
-        git_revision=p["git_revision"],
-        hostname=socket.gethostname(),
+    fresh = provenance_from_params(
+        module,
+        host_key="server_host",
+        port_key="server_port",
         model=p["model"],
         fetch_info="server_info" in missing,
         server_info_timeout=5.0,

@@ -365,7 +365,6 @@ plan:
   type: dict
 """
 
-import json
 import os
 import socket
 import uuid
@@ -394,8 +393,10 @@ from ansible.module_utils.sglang_ledger import (
 )
 from ansible.module_utils.sglang_provenance import (
     PROVENANCE_ARGUMENT_SPEC,
-    collect_provenance,
     fetch_server_info,
+    provenance_from_params,
+    server_log,
+    server_tokenizer,
     target_is_simulator,
 )
 from ansible.module_utils.sglang_slo import (
@@ -417,15 +418,6 @@ RECORD_UUID_NAMESPACE = uuid.UUID("6f6a3a52-6c0b-4c1e-9a53-736c6f736561")
 
 def _fail(module, message, **extra):
     module.fail_json(msg=f"sglang_slo_search: {message}", **extra)
-
-
-def _server_log(server_state):
-    """The running server's log (server.json ``log``), read for its [http_server] Error lines."""
-    try:
-        with open(server_state) as handle:
-            return json.load(handle).get("log") or None
-    except (OSError, TypeError, ValueError, AttributeError):
-        return None
 
 
 def _validate(module):
@@ -466,8 +458,7 @@ def _tokenizer(module):
     p = module.params
     if p["tokenizer"]:
         return p["tokenizer"]
-    info, reason = fetch_server_info(p["host"], p["port"])
-    tokenizer = (info or {}).get("tokenizer_path") or (info or {}).get("model_path")
+    tokenizer, reason = server_tokenizer(p["host"], p["port"])
     if tokenizer:
         return tokenizer
     if module.check_mode:
@@ -476,7 +467,7 @@ def _tokenizer(module):
         module,
         "no tokenizer for the benchmark client: tokenizer is not set and http://{}:{}/server_info gave none "
         "({}). The search needs a running server: start the tier first (playbooks/slo_search.yml does), or "
-        "set sglang_bench_tokenizer.".format(p["host"], p["port"], reason or "no tokenizer_path or model_path"),
+        "set sglang_bench_tokenizer.".format(p["host"], p["port"], reason),
         failure_class="server_unreachable",
     )
 
@@ -491,7 +482,7 @@ class Prober:
         self.tokenizer = tokenizer
         self.count = 0
         self.points = []
-        self.server_log = _server_log(self.p["server_state"])
+        self.server_log = server_log(self.p["server_state"])
 
     def spec(self, value, index):
         """The probe's planned point, with its bench_serving argv (sglang_bench_points' helpers)."""
@@ -586,20 +577,9 @@ def _provenance(module):
         info, _reason = fetch_server_info(p["host"], p["port"], timeout=5.0)
         synthetic = target_is_simulator(info, p["launch_argv"], p["launch_script"])
         return {"collected": False, "target_is_simulator": synthetic}
-    return collect_provenance(
-        host=p["host"],
-        port=p["port"],
-        tier=p["tier"],
-        server_state=p["server_state"],
-        launch_script=p["launch_script"],
-        launch_argv=p["launch_argv"],
-        launch_env=p["launch_env"],
-        facts_file=p["facts_file"],
-        python=p["ml_env_python"] or p["client_command"][0],
-        run=module.run_command,
-        run_command=module.run_command,
-        git_revision=p["git_revision"],
-        hostname=socket.gethostname(),
+    return provenance_from_params(
+        module,
+        client_python=p["client_command"][0],
         model=p["model"] or p["tokenizer"],
         client={"command_prefix": list(p["client_command"]), "env": dict(p["client_env"]), "mode": "slo_search"},
     )

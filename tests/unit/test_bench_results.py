@@ -590,6 +590,98 @@ def test_versions_facts_file_first_then_metadata(tmp_path):
     assert calls and calls[0][0] == "/env/bin/python"
 
 
+class _Module:
+    """The part of an AnsibleModule that provenance_from_params uses."""
+
+    def __init__(self, **params):
+        self.params = dict(
+            dict.fromkeys(("server_state", "launch_script", "launch_argv", "launch_env", "ml_env_python")),
+            tier="baseline",
+            facts_file="/etc/ansible/facts.d/sglang_lab.fact",
+            git_revision="abc123",
+            **params,
+        )
+
+    def run_command(self, argv):
+        return 127, "", "not here"
+
+
+def test_provenance_from_params_reads_the_named_server_options(monkeypatch):
+    calls = []
+    monkeypatch.setattr(prov, "collect_provenance", lambda **kwargs: calls.append(kwargs) or kwargs)
+    monkeypatch.setattr(prov.socket, "gethostname", lambda: "node-a")
+    module = _Module(server_host="10.0.0.2", server_port=31000, host="node-a", launch_argv=["--tp-size", "8"])
+
+    prov.provenance_from_params(module, host_key="server_host", port_key="server_port", model="m", fetch_info=False)
+
+    assert calls == [
+        dict(
+            host="10.0.0.2",
+            port=31000,
+            tier="baseline",
+            server_state=None,
+            launch_script=None,
+            launch_argv=["--tp-size", "8"],
+            launch_env=None,
+            facts_file="/etc/ansible/facts.d/sglang_lab.fact",
+            python=None,
+            run=module.run_command,
+            run_command=module.run_command,
+            git_revision="abc123",
+            hostname="node-a",
+            model="m",
+            fetch_info=False,
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ml_env_python", "client_python", "asked"),
+    [
+        ("/ml-env/bin/python", "/client/bin/python", "/ml-env/bin/python"),
+        (None, "/client/bin/python", "/client/bin/python"),
+        (None, None, None),
+    ],
+)
+def test_provenance_from_params_asks_the_ml_env_else_the_client(monkeypatch, ml_env_python, client_python, asked):
+    calls = []
+    monkeypatch.setattr(prov, "collect_provenance", lambda **kwargs: calls.append(kwargs))
+    module = _Module(host="127.0.0.1", port=30000)
+    module.params["ml_env_python"] = ml_env_python
+
+    prov.provenance_from_params(module, client_python=client_python)
+
+    assert [(c["host"], c["port"], c["python"]) for c in calls] == [("127.0.0.1", 30000, asked)]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (({"tokenizer_path": "/tok", "model_path": "/model"}, None), ("/tok", None)),
+        (({"tokenizer_path": None, "model_path": "org/model"}, None), ("org/model", None)),
+        (({"version": "0.5.10"}, None), (None, "no tokenizer_path or model_path")),
+        ((None, "GET http://h:1/server_info failed: refused"), (None, "GET http://h:1/server_info failed: refused")),
+    ],
+)
+def test_server_tokenizer_is_the_served_tokenizer_else_the_reason(monkeypatch, answer, expected):
+    asked = []
+    monkeypatch.setattr(prov, "fetch_server_info", lambda host, port: asked.append((host, port)) or answer)
+    assert prov.server_tokenizer("h", 1) == expected
+    assert asked == [("h", 1)]
+
+
+def test_server_log_from_the_server_state(tmp_path):
+    state = tmp_path / "server.json"
+    state.write_text(json.dumps({"pid": 1, "log": "/run/sglang/server.log"}))
+    assert prov.server_log(str(state)) == "/run/sglang/server.log"
+    state.write_text(json.dumps({"pid": 1}))
+    assert prov.server_log(str(state)) is None
+    state.write_text("[1, 2]")
+    assert prov.server_log(str(state)) is None
+    assert prov.server_log(str(tmp_path / "absent.json")) is None
+    assert prov.server_log(None) is None
+
+
 def test_versions_with_nothing_say_why(tmp_path):
     versions = prov.collect_versions(str(tmp_path / "absent.fact"), None, None)
     assert all(versions[name] is None for name in prov.VERSION_NAMES)
