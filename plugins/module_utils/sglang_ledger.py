@@ -373,6 +373,65 @@ def ledger_info(records, host, record_id=None, baseline_tier="baseline"):
     }
 
 
+REDACTED = "<redacted>"
+
+
+def restore_plan(records, host, baseline_tier="baseline", tiers=None, sha256_of=None):
+    """What role sglang_experiment's restore starts after a failure (module sglang_ledger_info, restore: true).
+
+    The restore must not inherit the failure: it starts the host's last known-good tier from the
+    launch script that worked - the copy the validate step kept in <launch dir>/archive/
+    (launch_archive_paths), else the recorded script itself while it still has the recorded sha256
+    - with that record's environment (values the ledger redacted are left out) and the FlashInfer
+    patches the kept .json says it was rendered with (else the tier's in ``tiers``, the catalog).
+    Any other bytes are refused (``problem``): the restore starts only what worked. A host without a
+    successful record (or one whose record names no script) has nothing to restore from:
+    ``from_record`` is false, and the caller renders ``tier`` (``baseline_tier``) fresh.
+
+    ``sha256_of(path)`` is the file's sha256, or None when it cannot be read.
+    """
+    mine = [r for r in records if r.get("host") == host]
+    good = latest_record(mine, status=STATUS_SUCCESS)
+    launch = (good or {}).get("launch") or {}
+    tier = good["tier"] if good else baseline_tier
+    catalog_patches = ((tiers or {}).get(tier) or {}).get("patches") or []
+    plan = {"tier": tier, "record_id": good["record_id"] if good else None, "from_record": False,
+            "script": None, "script_sha256": None, "patches": list(catalog_patches), "patches_from": "catalog",
+            "env": {}, "checked": [], "problem": None}
+    sha, script = launch.get("script_sha256"), launch.get("script")
+    if not good or not sha or not script:
+        plan["msg"] = (f"tier {tier} rendered fresh with this run's overrides: the ledger of {host} has no "
+                       "successful record" + ("" if not good else " that names its launch script"))
+        return plan
+    kept_script, kept_json = launch_archive_paths(script, tier, sha)
+    plan.update(from_record=True, script_sha256=sha,
+                env={k: v for k, v in (launch.get("env") or {}).items() if v != REDACTED})
+    for path in (kept_script, script):
+        found = sha256_of(path) if sha256_of else None
+        plan["checked"].append({"path": path, "sha256": found or "missing"})
+        if found == sha:
+            plan["script"] = path
+            break
+    if plan["script"] is None:
+        plan["problem"] = (
+            f"The last good record of tier {tier} ({plan['record_id']}) ran {script} with sha256 {sha}, and "
+            "neither its kept copy nor the script has those bytes any more (sha256: "
+            + ", ".join(c["sha256"] for c in plan["checked"])
+            + "). The restore starts only what worked; start a tier by hand with playbooks/start.yml -e tier=<id>.")
+        plan["msg"] = plan["problem"]
+        return plan
+    try:
+        with open(kept_json, encoding="utf-8") as handle:
+            kept = json.load(handle)
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, dict):
+        plan.update(patches=list(kept.get("patches") or []), patches_from="kept")
+    plan["msg"] = (f"tier {tier} from the launch script of record {plan['record_id']}, {plan['script']} "
+                   f"(sha256 {sha[:16]}...), with its recorded environment")
+    return plan
+
+
 def build_record(
     host,
     tier,

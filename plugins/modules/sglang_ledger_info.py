@@ -37,6 +37,23 @@ options:
     description: The baseline's tier id, and the known-good tier when the host has no successful record.
     type: str
     default: baseline
+  restore:
+    description:
+      - Also say what the experiment's restore starts (C(restore) in the result;
+        module_utils/sglang_ledger.py restore_plan) - the last good record's launch
+        script, verified by sha256 on this host (the kept copy in the archive
+        first, then the script), its recorded environment without redacted values,
+        and the patches its kept C(.json) records. Reads the two scripts and the
+        C(.json); writes nothing.
+    type: bool
+    default: false
+  tiers:
+    description:
+      - The tier catalog (tier id to its entry, as role sglang_launch loads it);
+        a restore whose kept C(.json) cannot be read takes the tier's
+        C(patches) from here.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -61,13 +78,28 @@ ansible_facts:
         - C(count) (the host's records), C(record) (the host's last record,
           or the one asked for; null when none), C(last_good_tier),
           C(last_good_record_id), C(baseline) (the latest successful record
-          of O(baseline_tier); null when none), C(problems) (skipped lines).
+          of O(baseline_tier); null when none), C(problems) (skipped lines),
+          and with O(restore) C(restore) - C(tier), C(record_id),
+          C(from_record) (false - nothing to restore from: render C(tier)
+          fresh), C(script) (the verified path, null when none has the
+          recorded bytes), C(script_sha256), C(patches), C(patches_from)
+          (C(kept) or C(catalog)), C(env), C(checked) (each path and its
+          sha256), C(problem) (why the restore must refuse, else null) and
+          C(msg).
       type: dict
       returned: always
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_ledger import ledger_info, read_ledger
+from ansible.module_utils.sglang_ledger import ledger_info, read_ledger, restore_plan
+from ansible.module_utils.sglang_process import file_sha256
+
+
+def _sha256_or_none(path):
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
 
 
 def main():
@@ -76,6 +108,8 @@ def main():
         host=dict(type="str", required=True),
         record_id=dict(type="str"),
         baseline_tier=dict(type="str", default="baseline"),
+        restore=dict(type="bool", default=False),
+        tiers=dict(type="dict", default={}),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
@@ -91,6 +125,9 @@ def main():
             msg="sglang_ledger_info: record {} of host {} is not in {}.".format(p["record_id"], p["host"], p["ledger"])
         )
     info["problems"] = problems
+    if p["restore"]:
+        info["restore"] = restore_plan(records, p["host"], baseline_tier=p["baseline_tier"],
+                                       tiers=p["tiers"], sha256_of=_sha256_or_none)
     module.exit_json(changed=False, ansible_facts={"sglang_ledger_info": info})
 
 

@@ -8,6 +8,9 @@ sglang_warmup's failure_class, and sglang_bench's failed points.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import sglang_compare as compare
 import sglang_failure as failure
@@ -175,6 +178,56 @@ def test_ledger_info_by_record_id_and_empty():
     empty = ledger.ledger_info([], "a", baseline_tier="base")
     assert empty == {"count": 0, "record": None, "last_good_tier": "base", "last_good_record_id": None,
                      "baseline": None}
+
+
+# --------------------------------------------------------------------------- the restore plan
+
+SHA = "ab" * 32
+
+
+def restore_ledger(tmp_path, env=None):
+    """Host a: a good t03 run from <tmp>/launch/t03.sh, then a failed t01; the kept copy and its .json."""
+    script = tmp_path / "launch" / "t03.sh"
+    good = dict(rec("a", "t03", "success", "3"),
+                launch={"script": str(script), "script_sha256": SHA, "env": env or {"A": "1", "TOKEN": "<redacted>"}})
+    kept_sh, kept_json = ledger.launch_archive_paths(str(script), "t03", SHA)
+    return [rec("a", "baseline", "success", "1"), good, rec("a", "t01", "failed", "5")], kept_sh, kept_json
+
+
+def test_the_restore_starts_the_kept_copy_with_its_patches_and_env(tmp_path):
+    records, kept_sh, kept_json = restore_ledger(tmp_path)
+    Path(kept_json).parent.mkdir(parents=True)
+    Path(kept_json).write_text(json.dumps({"patches": [{"id": "p1", "state": "applied"}]}))
+    plan = ledger.restore_plan(records, "a", tiers={"t03": {"patches": ["catalog"]}},
+                               sha256_of=lambda path: SHA if path == kept_sh else "0" * 64)
+    assert plan["tier"] == "t03" and plan["record_id"] == "3" and plan["from_record"]
+    assert plan["script"] == kept_sh and plan["problem"] is None
+    assert plan["patches"] == [{"id": "p1", "state": "applied"}] and plan["patches_from"] == "kept"
+    assert plan["env"] == {"A": "1"}  # the redacted value is not started with
+    assert "from the launch script of record 3" in plan["msg"]
+
+
+def test_the_restore_falls_back_to_the_script_and_the_catalog(tmp_path):
+    records, kept_sh, _ = restore_ledger(tmp_path)
+    script = records[1]["launch"]["script"]
+    plan = ledger.restore_plan(records, "a", tiers={"t03": {"patches": ["catalog"]}},
+                               sha256_of=lambda path: SHA if path == script else None)
+    assert plan["script"] == script and plan["patches"] == ["catalog"] and plan["patches_from"] == "catalog"
+    assert plan["checked"] == [{"path": kept_sh, "sha256": "missing"}, {"path": script, "sha256": SHA}]
+
+
+def test_the_restore_refuses_bytes_that_did_not_work(tmp_path):
+    records, _, _ = restore_ledger(tmp_path)
+    plan = ledger.restore_plan(records, "a", sha256_of=lambda path: "cd" * 32)
+    assert plan["script"] is None and plan["from_record"]
+    assert SHA in plan["problem"] and "start a tier by hand" in plan["problem"]
+
+
+def test_a_host_without_a_good_record_renders_the_baseline_fresh():
+    plan = ledger.restore_plan([rec("a", "t01", "failed", "5"), rec("b", "t03", "success", "3")], "a",
+                               baseline_tier="base", sha256_of=lambda path: SHA)
+    assert not plan["from_record"] and plan["tier"] == "base" and plan["record_id"] is None
+    assert plan["problem"] is None and "has no successful record" in plan["msg"]
 
 
 def summary(median):
