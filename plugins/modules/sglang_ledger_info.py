@@ -80,7 +80,7 @@ ansible_facts:
           C(last_good_record_id), C(baseline) (the latest successful record
           of O(baseline_tier); null when none), C(problems) (skipped lines),
           and with O(restore) C(restore) - C(tier), C(record_id),
-          C(from_record) (false - nothing to restore from: render C(tier)
+          C(from_record) (false when there is nothing to restore from; render C(tier)
           fresh), C(script) (the verified path, null when none has the
           recorded bytes), C(script_sha256), C(patches), C(patches_from)
           (C(kept) or C(catalog)), C(env), C(checked) (each path and its
