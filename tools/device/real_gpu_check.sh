@@ -22,6 +22,10 @@
 #                                                 client stopped bench_serving's idle settle pause
 #                                                 and per-point warm-up request, and the record
 #                                                 task compares and copies the ledger itself
+#   PHASE=h bash tools/device/real_gpu_check.sh   on its own: experiment baseline, then tiny-nomem,
+#                                                 which dies at start-up and is restored from the
+#                                                 plan module sglang_ledger_info makes on the host
+#                                                 (restore: true), then a verified stop
 #   PHASE=e bash tools/device/real_gpu_check.sh   a campaign (CAMPAIGN, default
 #                                                 data/campaigns/h200-tiny.yml) under its budget;
 #                                                 run it again and it resumes. The report is made
@@ -108,6 +112,12 @@ elif [ "$PHASE" = g ]; then
   step exp_chunk_g playbooks/experiment.yml -e tier=tiny-chunk
   step stop_g playbooks/stop.yml
   snap after_stop_g
+elif [ "$PHASE" = h ]; then
+  step exp_baseline_h playbooks/experiment.yml -e tier=baseline
+  step exp_nomem_h playbooks/experiment.yml -e tier=tiny-nomem
+  snap restored_h
+  step stop_h playbooks/stop.yml
+  snap after_stop_h
 elif [ "$PHASE" = e ]; then
   n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
   step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
