@@ -45,7 +45,6 @@ plugins/module_utils/sglang_stats.py; the method is docs/campaign-statistics.md.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
 import sys
@@ -1019,35 +1018,11 @@ def build_png(analysis: dict, order: list[str]) -> bytes:
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-        if synthetic:
-            ax.text(
-                0.5,
-                0.5,
-                SYNTHETIC,
-                transform=ax.transAxes,
-                ha="center",
-                va="center",
-                fontsize=40,
-                color="red",
-                alpha=0.18,
-                rotation=25,
-                fontweight="bold",
-            )
     title = (
         f"SGLang campaign {analysis['campaign']}: medians of repeats (bootstrap CIs); "
         "differences with simultaneous Welch t CIs on logs"
     )
-    if synthetic:
-        title = "SYNTHETIC (simulator, not a GPU) — " + title
-    fig.suptitle(title, fontsize=14, color="red" if synthetic else "black", fontweight="bold")
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
-    buffer = io.BytesIO()
-    metadata = {"Software": None, "Title": title}
-    if synthetic:
-        metadata["Description"] = "SYNTHETIC: numbers from the SGLang-protocol simulator, not from a GPU"
-    fig.savefig(buffer, format="png", dpi=80, metadata=metadata)
-    plt.close(fig)
-    return buffer.getvalue()
+    return report.labelled_png(fig, plt, title, synthetic, watermark_size=40, top=0.98, dpi=80)
 
 
 # ---------------------------------------------------------------- output

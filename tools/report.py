@@ -421,31 +421,25 @@ def build_png(records: list[dict], catalog: list[dict], baseline: str) -> bytes:
                 ax.legend(fontsize=8)
             else:
                 ax.text(0.5, 0.5, "no successful run", ha="center", va="center", transform=ax.transAxes)
-            if synthetic:
-                ax.text(
-                    0.5,
-                    0.5,
-                    "SYNTHETIC",
-                    transform=ax.transAxes,
-                    ha="center",
-                    va="center",
-                    fontsize=44,
-                    color="red",
-                    alpha=0.18,
-                    rotation=25,
-                    fontweight="bold",
-                )
-    title = "SGLang throughput vs concurrency"
+    return labelled_png(fig, plt, "SGLang throughput vs concurrency", synthetic, watermark_size=44, top=0.96, dpi=100)
+
+
+def labelled_png(fig, plt, title, synthetic, watermark_size, top, dpi):
+    """The figure as PNG bytes, titled; a SYNTHETIC figure (simulator numbers) says so on every axes, in
+    its title and in the PNG's text chunks, where tools (and tests) can read it. Shared with
+    tools/campaign_report.py. Closes the figure."""
     if synthetic:
+        for ax in fig.axes:
+            ax.text(0.5, 0.5, "SYNTHETIC", transform=ax.transAxes, ha="center", va="center",
+                    fontsize=watermark_size, color="red", alpha=0.18, rotation=25, fontweight="bold")
         title = "SYNTHETIC (simulator, not a GPU) — " + title
     fig.suptitle(title, fontsize=14, color="red" if synthetic else "black", fontweight="bold")
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    fig.tight_layout(rect=(0, 0, 1, top))
     buffer = io.BytesIO()
-    # The label also goes into the PNG's text chunks, where tools (and tests) can read it.
     metadata = {"Software": None, "Title": title}
     if synthetic:
         metadata["Description"] = "SYNTHETIC: numbers from the SGLang-protocol simulator, not from a GPU"
-    fig.savefig(buffer, format="png", dpi=100, metadata=metadata)
+    fig.savefig(buffer, format="png", dpi=dpi, metadata=metadata)
     plt.close(fig)
     return buffer.getvalue()
 
