@@ -188,9 +188,9 @@ def failure_report(tier, step, failure_class, expected_class, message, ledger_li
     if not expected_class:
         expectation = ""
     elif expected_class == failure_class:
-        expectation = " (as expected, data/tiers.yml)"
+        expectation = " (as expected: the tier's expected_failure_class)"
     else:
-        expectation = f" (data/tiers.yml expected {expected_class})"
+        expectation = f" (the tier's expected_failure_class is {expected_class})"
     return (
         f"Tier {tier} failed at step '{step or 'unknown step'}': {failure_class}{expectation}\n"
         f"{_truncate(message, 600)}\n"

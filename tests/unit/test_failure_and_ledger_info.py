@@ -128,8 +128,8 @@ def test_build_record_uses_the_decision():
 @pytest.mark.parametrize(
     ("expected", "actual", "text"),
     [
-        ("dynamo_fp4_jit", "dynamo_fp4_jit", "dynamo_fp4_jit (as expected, data/tiers.yml)"),
-        ("dynamo_fp4_jit", "cuda_oom_load", "cuda_oom_load (data/tiers.yml expected dynamo_fp4_jit)"),
+        ("dynamo_fp4_jit", "dynamo_fp4_jit", "dynamo_fp4_jit (as expected: the tier's expected_failure_class)"),
+        ("dynamo_fp4_jit", "cuda_oom_load", "cuda_oom_load (the tier's expected_failure_class is dynamo_fp4_jit)"),
         (None, "incomplete_point", "incomplete_point\n"),
     ],
 )
