@@ -6,11 +6,17 @@ Used by module sglang_warmup (the warm-up on its own) and by module sglang_bench
 which warms the server up while its benchmark client process imports
 bench_serving (the two overlap; the client starts its first point only after the
 warm-up succeeded). Standard library only: this code runs on the target host.
+Module sglang_warmup ships sglang_bench_settings with it for WARMUP_MEASURED
+(that file imports only ``re``).
 
 A round is ``(concurrency, requests)``. With levels (the benchmark's concurrency
 points), one round per level of max(level, requests) requests, because SGLang
 compiles kernels and captures graphs per batch shape; without, one round of
 ``requests`` at ``concurrency``.
+
+The resolved settings' ``warmup`` block (module_utils/sglang_bench_settings.py) becomes
+run_warmup's settings in one place, settings_from_spec, for both modules; its options
+are declared once, WARMUP_SETTINGS_OPTIONS.
 """
 
 import json
@@ -18,6 +24,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
+
+try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_bench_settings import WARMUP_MEASURED
+except ImportError:  # pytest and tools put module_utils on sys.path.
+    from sglang_bench_settings import WARMUP_MEASURED
 
 BODY_LIMIT = 4000
 FAILURE_CLASS = "warmup_failed"
@@ -29,6 +40,51 @@ def warmup_rounds(requests, concurrency, levels=None):
     if levels:
         return [(int(level), max(int(level), int(requests))) for level in levels]
     return [(int(concurrency), int(requests))]
+
+
+# The resolved warm-up block as a module option (sglang_bench's warmup, sglang_warmup's settings):
+# the keys of cfg["warmup"] in module_utils/sglang_bench_settings.py.
+WARMUP_SETTINGS_OPTIONS = dict(
+    requests=dict(type="int", required=True),
+    concurrency=dict(type="raw", required=True),
+    levels=dict(type="list", elements="int"),
+    input_len=dict(type="int", required=True),
+    max_new_tokens=dict(type="int", required=True),
+    timeout_s=dict(type="int", required=True),
+)
+
+
+def settings_from_spec(spec, measured_levels=None):
+    """run_warmup's settings {requests, concurrency, levels, input_len, max_new_tokens, timeout}
+    from the resolved warm-up block (WARMUP_SETTINGS_OPTIONS), or ValueError for a bad concurrency.
+
+    ``concurrency`` C(measured): one round per level, ``spec["levels"]`` or else
+    ``measured_levels`` (the benchmark's concurrency points), the first level as the
+    concurrency. An integer: every request at that concurrency, one round; levels ignored.
+    The values are not range-checked here (check_settings does that).
+    """
+    measured = spec["concurrency"] == WARMUP_MEASURED
+    levels = spec.get("levels") or (measured_levels if measured else None)
+    if measured and not levels:
+        raise ValueError(
+            f"warmup.concurrency is {WARMUP_MEASURED!r} but there is no level to warm up at; give "
+            "warmup.levels (the measured concurrencies, as role sglang_bench resolves them) or an integer concurrency."
+        )
+    try:
+        concurrency = int(levels[0]) if measured else int(spec["concurrency"])
+    except (TypeError, ValueError, IndexError):
+        raise ValueError(
+            f"warmup.concurrency must be an integer >= 1 or {WARMUP_MEASURED!r}, got {spec['concurrency']!r}; "
+            "fix warmup.concurrency in data/benchmark.yml or sglang_bench_warmup_concurrency."
+        ) from None
+    return dict(
+        requests=spec["requests"],
+        concurrency=concurrency,
+        levels=list(levels) if measured else None,
+        input_len=spec["input_len"],
+        max_new_tokens=spec["max_new_tokens"],
+        timeout=spec["timeout_s"],
+    )
 
 
 def requests_in(rounds):

@@ -331,7 +331,6 @@ from ansible.module_utils.sglang_bench_points import (
     run_plan,
     tail,
 )
-from ansible.module_utils.sglang_bench_settings import WARMUP_MEASURED
 from ansible.module_utils.sglang_ledger import POINT_OK
 from ansible.module_utils.sglang_provenance import (
     PROVENANCE_ARGUMENT_SPEC,
@@ -340,10 +339,12 @@ from ansible.module_utils.sglang_provenance import (
     server_tokenizer,
 )
 from ansible.module_utils.sglang_warmup_rounds import (
+    WARMUP_SETTINGS_OPTIONS,
     check_settings,
     generate_url,
     requests_in,
     run_warmup,
+    settings_from_spec,
     warmup_rounds,
 )
 from ansible.module_utils.sglang_workload_options import WORKLOAD_ARGUMENT_SPEC
@@ -438,34 +439,22 @@ def _warmup_plan(module):
     """The warm-up to run before the points (O(warmup)), as run_warmup's arguments, else None.
 
     ``concurrency`` C(measured) warms up once per level (the measured concurrencies); an
-    integer sends every request at that concurrency, as module sglang_warmup does.
+    integer sends every request at that concurrency, as module sglang_warmup does
+    (settings_from_spec decides, for both).
     """
     spec = module.params["warmup"]
     if spec is None:
         return None
-    measured = spec["concurrency"] == WARMUP_MEASURED
-    levels = spec["levels"] or (module.params["concurrency"] if measured else None)
     try:
-        concurrency = int(levels[0]) if measured else int(spec["concurrency"])
-    except (TypeError, ValueError, IndexError):
-        module.fail_json(
-            msg=f"sglang_bench: warmup.concurrency must be an integer >= 1 or {WARMUP_MEASURED!r}, got "
-            f"{spec['concurrency']!r}; fix warmup.concurrency in data/benchmark.yml or sglang_bench_warmup_concurrency."
-        )
-    settings = dict(
-        requests=spec["requests"],
-        concurrency=concurrency,
-        levels=levels if measured else None,
-        input_len=spec["input_len"],
-        max_new_tokens=spec["max_new_tokens"],
-        timeout=spec["timeout_s"],
-    )
+        settings = settings_from_spec(spec, measured_levels=module.params["concurrency"])
+    except ValueError as exc:
+        module.fail_json(msg=f"sglang_bench: {exc}")
     problem = check_settings(settings)
     if problem:
         module.fail_json(msg=f"sglang_bench: warm-up {problem}")
     return {
         "url": generate_url(module.params["host"], module.params["port"]),
-        "rounds": warmup_rounds(settings["requests"], concurrency, settings["levels"]),
+        "rounds": warmup_rounds(settings["requests"], settings["concurrency"], settings["levels"]),
         "input_len": settings["input_len"],
         "max_new_tokens": settings["max_new_tokens"],
         "timeout": settings["timeout"],
@@ -488,17 +477,7 @@ class _WarmupGate:
 def main():
     argument_spec = dict(
         mode=dict(type="str", choices=["run", "parse"], default="run"),
-        warmup=dict(
-            type="dict",
-            options=dict(
-                requests=dict(type="int", required=True),
-                concurrency=dict(type="raw", required=True),
-                levels=dict(type="list", elements="int"),
-                input_len=dict(type="int", required=True),
-                max_new_tokens=dict(type="int", required=True),
-                timeout_s=dict(type="int", required=True),
-            ),
-        ),
+        warmup=dict(type="dict", options=WARMUP_SETTINGS_OPTIONS),
         output_dir=dict(type="path", required=True),
         client_command=dict(type="list", elements="str"),
         host=dict(type="str", default="127.0.0.1"),

@@ -16,12 +16,50 @@ description:
     requests at that concurrency. SGLang compiles kernels and captures graphs per
     batch shape, so every concurrency the benchmark will measure is warmed up
     first. Each round's wall time is returned.
+  - Or O(settings), the resolved warm-up of data/benchmark.yml as role
+    sglang_bench resolves it; the module decides the rounds from it exactly as
+    M(sglang_bench) does for its option C(warmup).
   - Any failed request fails the task with the server's HTTP status and
     response body (or the connection error), failure class C(warmup_failed).
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_server
 options:
+  settings:
+    description:
+      - The resolved C(warmup) block of data/benchmark.yml (role sglang_bench's C(warmup) entry
+        point passes it), instead of O(requests), O(concurrency), O(levels), O(input_len),
+        O(max_new_tokens) and O(timeout).
+      - With O(settings.concurrency=measured) one round per level of O(settings.levels), each of
+        max(level, O(settings.requests)) requests; with an integer, one round of
+        O(settings.requests) at that concurrency (O(settings.levels) is ignored).
+      - The same suboptions as option C(warmup) of M(sglang_bench).
+    type: dict
+    suboptions:
+      requests:
+        description: Warm-up requests (per round with levels).
+        type: int
+        required: true
+      concurrency:
+        description: C(measured), or an integer - every request at that concurrency, one round.
+        type: raw
+        required: true
+      levels:
+        description: The concurrencies to warm up at with C(measured) (the measured concurrencies).
+        type: list
+        elements: int
+      input_len:
+        description: Approximate prompt length in tokens.
+        type: int
+        required: true
+      max_new_tokens:
+        description: Tokens each warm-up request generates.
+        type: int
+        required: true
+      timeout_s:
+        description: Seconds each warm-up request may take.
+        type: int
+        required: true
   requests:
     description: Number of warm-up requests.
     type: int
@@ -67,6 +105,17 @@ EXAMPLES = r"""
     port: 8000
     requests: 8
     concurrency: 2
+
+- name: Warm the server up as data/benchmark.yml says (role sglang_bench's warmup entry point)
+  sglang_warmup:
+    port: 8000
+    settings:
+      requests: 4
+      concurrency: measured
+      levels: [1, 10, 256]
+      input_len: 128
+      max_new_tokens: 32
+      timeout_s: 600
 """
 
 RETURN = r"""
@@ -118,12 +167,17 @@ body:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_warmup_rounds import (
+    WARMUP_SETTINGS_OPTIONS,
     check_settings,
     generate_url,
     requests_in,
     run_warmup,
+    settings_from_spec,
     warmup_rounds,
 )
+
+# The options O(settings) replaces.
+SETTING_OPTIONS = ("requests", "concurrency", "levels", "input_len", "max_new_tokens", "timeout")
 
 
 def main():
@@ -136,21 +190,33 @@ def main():
         input_len=dict(type="int", default=128),
         max_new_tokens=dict(type="int", default=32),
         timeout=dict(type="int", default=600),
+        settings=dict(type="dict", options=WARMUP_SETTINGS_OPTIONS),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec=argument_spec,
+        mutually_exclusive=[("settings", name) for name in SETTING_OPTIONS],
+        supports_check_mode=True,
+    )
     p = module.params
-    problem = check_settings(p)
+    if p["settings"] is None:
+        settings = {name: p[name] for name in SETTING_OPTIONS}
+    else:
+        try:
+            settings = settings_from_spec(p["settings"])
+        except ValueError as exc:
+            module.fail_json(msg=f"sglang_warmup: {exc}")
+    problem = check_settings(settings)
     if problem:
         module.fail_json(msg=f"sglang_warmup: {problem}")
     url = generate_url(p["host"], p["port"])
-    rounds = warmup_rounds(p["requests"], p["concurrency"], p["levels"])
+    rounds = warmup_rounds(settings["requests"], settings["concurrency"], settings["levels"])
     if module.check_mode:
         summary = {"url": url, "requests": 0, "succeeded": 0, "latency_s": None, "completion_tokens": None,
                    "would_send": requests_in(rounds)}
         module.exit_json(
             changed=False, warmup=summary, msg=f"check mode: would send {summary['would_send']} requests to {url}"
         )
-    summary, failure = run_warmup(url, rounds, p["input_len"], p["max_new_tokens"], p["timeout"])
+    summary, failure = run_warmup(url, rounds, settings["input_len"], settings["max_new_tokens"], settings["timeout"])
     if failure:
         failure = dict(failure, msg="sglang_warmup: " + failure["msg"])
         module.fail_json(warmup=summary, **failure)

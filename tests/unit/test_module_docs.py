@@ -232,6 +232,18 @@ def test_workload_fragment_is_the_workload_argument_spec():
         assert {option: declared[option] for option in WORKLOAD_ARGUMENT_SPEC} == WORKLOAD_ARGUMENT_SPEC, name
 
 
+def test_the_warmup_settings_are_one_option_spec():
+    """sglang_bench's warmup and sglang_warmup's settings take the resolved warm-up block: both
+    declare WARMUP_SETTINGS_OPTIONS, and each documents it (the test above compares the docs)."""
+    from ansible.module_utils.sglang_warmup_rounds import WARMUP_SETTINGS_OPTIONS
+
+    for name, option in (("sglang_bench", "warmup"), ("sglang_warmup", "settings")):
+        assert module_arguments(name)["argument_spec"][option]["options"] == WARMUP_SETTINGS_OPTIONS, name
+    docs = [merged_doc(name)["options"][option]["suboptions"] for name, option in
+            (("sglang_bench", "warmup"), ("sglang_warmup", "settings"))]
+    assert not compare_options(docs[0], docs[1], "sglang_bench warmup against sglang_warmup settings")
+
+
 def test_ansible_doc_renders_every_module():
     """One ansible-doc run over all modules, configured by ansible.cfg only (doc_fragment_plugins)."""
     ansible_doc = Path(sys.executable).with_name("ansible-doc")
