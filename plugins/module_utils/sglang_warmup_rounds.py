@@ -42,8 +42,9 @@ def warmup_rounds(requests, concurrency, levels=None):
     return [(int(concurrency), int(requests))]
 
 
-# The resolved warm-up block as a module option (sglang_bench's warmup, sglang_warmup's settings):
-# the keys of cfg["warmup"] in module_utils/sglang_bench_settings.py.
+# The resolved warm-up block as a module option (option warmup of sglang_bench and sglang_warmup,
+# documented once by doc fragment sglang_lab_warmup): the keys of cfg["warmup"] in
+# module_utils/sglang_bench_settings.py.
 WARMUP_SETTINGS_OPTIONS = dict(
     requests=dict(type="int", required=True),
     concurrency=dict(type="raw", required=True),

@@ -37,12 +37,21 @@ description:
     nvidia-smi, host, git revision, timestamps and whether the target is the
     simulator - is collected once on the target host, after the points.
   - O(ml_env_python) defaults to the first element of O(client_command).
+  - With O(warmup) (role sglang_bench's C(measure) entry point passes it), the
+    server is warmed up before the first point, as module M(sglang_warmup) does
+    (requests to C(/generate), one round per level), B(while) the client process
+    imports bench_serving. The client is started with C(--wait-go) and runs its
+    first point only after every warm-up request succeeded; a failed warm-up ends
+    the client before any point and fails the task with the warm-up's
+    C(failure_class) (C(warmup_failed)), C(failure_step) (C(warmup)), C(status)
+    and C(body). Without it no warm-up runs (the C(benchmark) entry point).
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_facts
   - sglang_lab_provenance
   - sglang_lab_server
   - sglang_lab_workload
+  - sglang_lab_warmup
 options:
   mode:
     description:
@@ -50,44 +59,6 @@ options:
     type: str
     choices: [run, parse]
     default: run
-  warmup:
-    description:
-      - Warm the server up before the first point, as module M(sglang_warmup) does (requests to
-        C(/generate), one round per level), B(while) the client process imports bench_serving. The
-        client is started with C(--wait-go) and runs its first point only after every warm-up
-        request succeeded; a failed warm-up ends the client before any point and fails the task
-        with the warm-up's C(failure_class) (C(warmup_failed)), C(failure_step) (C(warmup)),
-        C(status) and C(body).
-      - The resolved C(warmup) of data/benchmark.yml (role sglang_bench's C(measure) entry point
-        passes it). With O(warmup.concurrency=measured) one round per measured concurrency
-        (O(warmup.levels), default O(concurrency)), each of max(level, O(warmup.requests)) requests.
-      - Omitted, no warm-up runs (the C(benchmark) entry point).
-    type: dict
-    suboptions:
-      requests:
-        description: Warm-up requests (per round with levels).
-        type: int
-        required: true
-      concurrency:
-        description: C(measured), or an integer - every request at that concurrency, one round.
-        type: raw
-        required: true
-      levels:
-        description: The concurrencies to warm up at with C(measured); default O(concurrency).
-        type: list
-        elements: int
-      input_len:
-        description: Approximate prompt length in tokens.
-        type: int
-        required: true
-      max_new_tokens:
-        description: Tokens each warm-up request generates.
-        type: int
-        required: true
-      timeout_s:
-        description: Seconds each warm-up request may take.
-        type: int
-        required: true
   output_dir:
     description:
       - Directory on the target host for the cell's files - per point

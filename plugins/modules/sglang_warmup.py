@@ -16,50 +16,18 @@ description:
     requests at that concurrency. SGLang compiles kernels and captures graphs per
     batch shape, so every concurrency the benchmark will measure is warmed up
     first. Each round's wall time is returned.
-  - Or O(settings), the resolved warm-up of data/benchmark.yml as role
-    sglang_bench resolves it; the module decides the rounds from it exactly as
-    M(sglang_bench) does for its option C(warmup).
+  - Or O(warmup), the resolved warm-up of data/benchmark.yml as role
+    sglang_bench resolves it (its C(warmup) entry point passes it), instead of
+    O(requests), O(concurrency), O(levels), O(input_len), O(max_new_tokens) and
+    O(timeout); the module decides the rounds from it exactly as M(sglang_bench)
+    does for its option O(warmup).
   - Any failed request fails the task with the server's HTTP status and
     response body (or the connection error), failure class C(warmup_failed).
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_server
+  - sglang_lab_warmup
 options:
-  settings:
-    description:
-      - The resolved C(warmup) block of data/benchmark.yml (role sglang_bench's C(warmup) entry
-        point passes it), instead of O(requests), O(concurrency), O(levels), O(input_len),
-        O(max_new_tokens) and O(timeout).
-      - With O(settings.concurrency=measured) one round per level of O(settings.levels), each of
-        max(level, O(settings.requests)) requests; with an integer, one round of
-        O(settings.requests) at that concurrency (O(settings.levels) is ignored).
-      - The same suboptions as option C(warmup) of M(sglang_bench).
-    type: dict
-    suboptions:
-      requests:
-        description: Warm-up requests (per round with levels).
-        type: int
-        required: true
-      concurrency:
-        description: C(measured), or an integer - every request at that concurrency, one round.
-        type: raw
-        required: true
-      levels:
-        description: The concurrencies to warm up at with C(measured) (the measured concurrencies).
-        type: list
-        elements: int
-      input_len:
-        description: Approximate prompt length in tokens.
-        type: int
-        required: true
-      max_new_tokens:
-        description: Tokens each warm-up request generates.
-        type: int
-        required: true
-      timeout_s:
-        description: Seconds each warm-up request may take.
-        type: int
-        required: true
   requests:
     description: Number of warm-up requests.
     type: int
@@ -109,7 +77,7 @@ EXAMPLES = r"""
 - name: Warm the server up as data/benchmark.yml says (role sglang_bench's warmup entry point)
   sglang_warmup:
     port: 8000
-    settings:
+    warmup:
       requests: 4
       concurrency: measured
       levels: [1, 10, 256]
@@ -176,7 +144,7 @@ from ansible.module_utils.sglang_warmup_rounds import (
     warmup_rounds,
 )
 
-# The options O(settings) replaces.
+# The options O(warmup) replaces.
 SETTING_OPTIONS = ("requests", "concurrency", "levels", "input_len", "max_new_tokens", "timeout")
 
 
@@ -190,19 +158,19 @@ def main():
         input_len=dict(type="int", default=128),
         max_new_tokens=dict(type="int", default=32),
         timeout=dict(type="int", default=600),
-        settings=dict(type="dict", options=WARMUP_SETTINGS_OPTIONS),
+        warmup=dict(type="dict", options=WARMUP_SETTINGS_OPTIONS),
     )
     module = AnsibleModule(
         argument_spec=argument_spec,
-        mutually_exclusive=[("settings", name) for name in SETTING_OPTIONS],
+        mutually_exclusive=[("warmup", name) for name in SETTING_OPTIONS],
         supports_check_mode=True,
     )
     p = module.params
-    if p["settings"] is None:
+    if p["warmup"] is None:
         settings = {name: p[name] for name in SETTING_OPTIONS}
     else:
         try:
-            settings = settings_from_spec(p["settings"])
+            settings = settings_from_spec(p["warmup"])
         except ValueError as exc:
             module.fail_json(msg=f"sglang_warmup: {exc}")
     problem = check_settings(settings)

@@ -232,16 +232,20 @@ def test_workload_fragment_is_the_workload_argument_spec():
         assert {option: declared[option] for option in WORKLOAD_ARGUMENT_SPEC} == WORKLOAD_ARGUMENT_SPEC, name
 
 
-def test_the_warmup_settings_are_one_option_spec():
-    """sglang_bench's warmup and sglang_warmup's settings take the resolved warm-up block: both
-    declare WARMUP_SETTINGS_OPTIONS, and each documents it (the test above compares the docs)."""
+def test_the_warmup_option_is_one_fragment_and_one_spec():
+    """sglang_bench and sglang_warmup take the resolved warm-up block as option warmup: both declare
+    WARMUP_SETTINGS_OPTIONS, documented once by fragment sglang_lab_warmup."""
     from ansible.module_utils.sglang_warmup_rounds import WARMUP_SETTINGS_OPTIONS
 
-    for name, option in (("sglang_bench", "warmup"), ("sglang_warmup", "settings")):
-        assert module_arguments(name)["argument_spec"][option]["options"] == WARMUP_SETTINGS_OPTIONS, name
-    docs = [merged_doc(name)["options"][option]["suboptions"] for name, option in
-            (("sglang_bench", "warmup"), ("sglang_warmup", "settings"))]
-    assert not compare_options(docs[0], docs[1], "sglang_bench warmup against sglang_warmup settings")
+    fragment = yaml.safe_load(fragment_loader.get("sglang_lab_warmup").DOCUMENTATION)
+    assert not compare_options(fragment["options"]["warmup"]["suboptions"], WARMUP_SETTINGS_OPTIONS,
+                               "sglang_lab_warmup")
+    for name in ("sglang_bench", "sglang_warmup"):
+        assert module_arguments(name)["argument_spec"]["warmup"]["options"] == WARMUP_SETTINGS_OPTIONS, name
+        own = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', (MODULES_DIR / f"{name}.py").read_text(),
+                                        re.S).group(1))
+        assert "warmup" not in own["options"], f"{name} documents warmup again beside the fragment"
+        assert "sglang_lab_warmup" in own["extends_documentation_fragment"], name
 
 
 def test_ansible_doc_renders_every_module():

@@ -135,10 +135,10 @@ def test_a_bad_concurrency_is_refused_with_where_to_fix_it(concurrency):
 
 
 def test_both_modules_send_the_same_rounds_for_the_resolved_warmup(tmp_path):
-    """sglang_warmup's settings (the warmup entry point) and sglang_bench's warmup (the measure
+    """sglang_warmup's warmup (the warmup entry point) and sglang_bench's warmup (the measure
     entry point), in check mode: the same warm-up from the same resolved block."""
     spec = resolved_warmup(concurrency="2,8", warmup_requests=5)
-    alone = run_module("sglang_warmup", tmp_path, port=1, settings=spec, _ansible_check_mode=True)
+    alone = run_module("sglang_warmup", tmp_path, port=1, warmup=spec, _ansible_check_mode=True)
     assert not alone.get("failed"), alone
     assert alone["warmup"]["would_send"] == 5 + 8 and alone["warmup"]["requests"] == 0
     bench = run_module(
@@ -160,7 +160,7 @@ def test_both_modules_send_the_same_rounds_for_the_resolved_warmup(tmp_path):
 
 def test_the_warmup_module_refuses_what_the_settings_cannot_run(tmp_path):
     spec = {**resolved_warmup(), "concurrency": "often"}
-    bad = run_module("sglang_warmup", tmp_path, settings=spec, _ansible_check_mode=True)
+    bad = run_module("sglang_warmup", tmp_path, warmup=spec, _ansible_check_mode=True)
     assert bad["failed"] is True and bad["msg"] == "sglang_warmup: " + BAD_CONCURRENCY.format("often")
     bench = run_module(
         "sglang_bench", tmp_path, warmup=spec, concurrency=[1], client_command=["client"],
@@ -168,11 +168,11 @@ def test_the_warmup_module_refuses_what_the_settings_cannot_run(tmp_path):
         _ansible_check_mode=True,
     )
     assert bench["failed"] is True and bench["msg"] == "sglang_bench: " + BAD_CONCURRENCY.format("often")
-    zero = run_module("sglang_warmup", tmp_path, settings={**resolved_warmup(), "requests": 0},
+    zero = run_module("sglang_warmup", tmp_path, warmup={**resolved_warmup(), "requests": 0},
                       _ansible_check_mode=True)
     assert zero["failed"] is True and "requests must be >= 1, got 0" in zero["msg"]
-    both = run_module("sglang_warmup", tmp_path, settings=resolved_warmup(), requests=8, _ansible_check_mode=True)
-    assert both["failed"] is True and "mutually exclusive: settings|requests" in both["msg"]
+    both = run_module("sglang_warmup", tmp_path, warmup=resolved_warmup(), requests=8, _ansible_check_mode=True)
+    assert both["failed"] is True and "mutually exclusive: warmup|requests" in both["msg"]
 
 
 def test_the_warmup_modules_own_options_still_work(tmp_path):
