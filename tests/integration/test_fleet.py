@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -121,7 +121,9 @@ def test_a_host_that_fails_part_way_does_not_stop_the_other(fleet):
         run_dir.mkdir(parents=True)
         lock = {"token": "someone-else", "pid": holder.pid, "pid_create_time": psutil.Process(holder.pid).create_time(),
                 "pid_checkable": True, "user": "test", "host": "here", "play": "a person's experiment",
-                "since": "2026-12-01T00:00:00Z"}
+                # Taken now: a lock older than sglang_server_lock_max_age_seconds (a day) is stale and
+                # taken over even from a live holder, which is not what this test is about.
+                "since": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
         (run_dir / "sglang.lock").write_text(json.dumps(lock))
         result = fleet.campaign({
             "name": "iso", "tiers": [], "workloads": [{"name": "w", "settings": WORKLOAD}],
