@@ -182,11 +182,28 @@ def _signal_group(pid, sig):
             raise
 
 
+def group_members(pgid):
+    """The live (not zombie) pids of process group ``pgid``: the sampler leads its own session and
+    group, and its children (the stand-in's or nvidia-smi's own) are in it too."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry)) == pgid and process_alive(int(entry)):
+                members.append(int(entry))
+        except OSError:
+            continue
+    return members
+
+
 def _wait_gone(pid, timeout_s):
+    """Wait until the sampler and every process of its group are gone: the group was signalled, and
+    its leader can die before a child has (a loaded machine showed a child still there)."""
     deadline = time.monotonic() + timeout_s
     while True:
         _reap(pid)
-        if not process_alive(pid):
+        if not process_alive(pid) and not group_members(pid):
             return True
         if time.monotonic() >= deadline:
             return False
@@ -194,8 +211,8 @@ def _wait_gone(pid, timeout_s):
 
 
 def stop_sampler(pid, timeout_s=10):
-    """SIGTERM the sampler's session; SIGKILL it after ``timeout_s`` seconds.
-    Returns "sigterm" or "sigkill" (how it ended)."""
+    """SIGTERM the sampler's session; SIGKILL it after ``timeout_s`` seconds. Returns once the
+    sampler and every process of its group are gone: "sigterm" or "sigkill" (how it ended)."""
     _signal_group(pid, signal.SIGTERM)
     if _wait_gone(pid, timeout_s):
         return "sigterm"

@@ -84,6 +84,25 @@ def test_sampler_ignoring_sigterm_is_killed(tmp_path, sampler_files):
     assert not telemetry.process_alive(pid) and session_pids(pid) == []
 
 
+def test_a_child_that_outlives_the_sampler_is_waited_for_and_killed(tmp_path, sampler_files):
+    # The sampler dies at SIGTERM, its child ignores it: the stop is over only when the whole group
+    # is gone (CI on a loaded machine once saw the stand-in's child outlive its leader's stop).
+    csv_path, pidfile, stderr_path, started = sampler_files
+    parent = tmp_path / "parent"
+    parent.write_text(
+        "#!/usr/bin/env bash\nbash -c \"trap '' TERM; while :; do sleep 1; done\" &\n"
+        "echo 't, 0, GPU-x, 1.0, 2, 3, 4, 5, 6'\nwhile :; do sleep 1; done\n"
+    )
+    parent.chmod(0o755)
+    pid = telemetry.start_sampler([str(parent)] + telemetry.sampler_argv("x", 1000)[1:], csv_path, pidfile,
+                                  stderr_path)
+    started.append(pid)
+    assert telemetry.wait_for_first_sample(csv_path, pid, 60)
+    wait_until(lambda: len(telemetry.group_members(pid)) >= 2, "the sampler's child")
+    assert telemetry.stop_sampler(pid, 0.5) == "sigkill"
+    assert not telemetry.process_alive(pid) and session_pids(pid) == [] and telemetry.group_members(pid) == []
+
+
 def test_sampler_that_cannot_start_writes_no_sample(tmp_path, sampler_files):
     csv_path, pidfile, stderr_path, started = sampler_files
     mismatch = (support.SYNTH / "nvml-mismatch.txt").read_text()
