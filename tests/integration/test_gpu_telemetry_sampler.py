@@ -68,18 +68,23 @@ def test_start_stop_cycle_records_fed_rows(tmp_path, sampler_files):
     assert Path(stderr_path).read_text() == ""
 
 
-def test_sampler_ignoring_sigterm_is_killed(tmp_path, sampler_files):
+def start_script_sampler(tmp_path, sampler_files, first_lines):
+    """A sampler that is a bash script: ``first_lines``, then one sample line, then it idles. Started
+    and seen sampling; returns its pid."""
     csv_path, pidfile, stderr_path, started = sampler_files
-    stubborn = tmp_path / "stubborn"
-    stubborn.write_text(
-        "#!/usr/bin/env bash\ntrap '' TERM\necho 't, 0, GPU-x, 1.0, 2, 3, 4, 5, 6'\n"
-        "while :; do sleep 1; done\n"
-    )
-    stubborn.chmod(0o755)
-    argv = [str(stubborn)] + telemetry.sampler_argv("x", 1000)[1:]
-    pid = telemetry.start_sampler(argv, csv_path, pidfile, stderr_path)
+    script = tmp_path / "sampler.sh"
+    script.write_text(f"#!/usr/bin/env bash\n{first_lines}\necho 't, 0, GPU-x, 1.0, 2, 3, 4, 5, 6'\n"
+                      "while :; do sleep 1; done\n")
+    script.chmod(0o755)
+    pid = telemetry.start_sampler([str(script)] + telemetry.sampler_argv("x", 1000)[1:], csv_path, pidfile,
+                                  stderr_path)
     started.append(pid)
     assert telemetry.wait_for_first_sample(csv_path, pid, 60)
+    return pid
+
+
+def test_sampler_ignoring_sigterm_is_killed(tmp_path, sampler_files):
+    pid = start_script_sampler(tmp_path, sampler_files, "trap '' TERM")
     assert telemetry.stop_sampler(pid, 0.5) == "sigkill"
     assert not telemetry.process_alive(pid) and session_pids(pid) == []
 
@@ -87,17 +92,7 @@ def test_sampler_ignoring_sigterm_is_killed(tmp_path, sampler_files):
 def test_a_child_that_outlives_the_sampler_is_waited_for_and_killed(tmp_path, sampler_files):
     # The sampler dies at SIGTERM, its child ignores it: the stop is over only when the whole group
     # is gone (CI on a loaded machine once saw the stand-in's child outlive its leader's stop).
-    csv_path, pidfile, stderr_path, started = sampler_files
-    parent = tmp_path / "parent"
-    parent.write_text(
-        "#!/usr/bin/env bash\nbash -c \"trap '' TERM; while :; do sleep 1; done\" &\n"
-        "echo 't, 0, GPU-x, 1.0, 2, 3, 4, 5, 6'\nwhile :; do sleep 1; done\n"
-    )
-    parent.chmod(0o755)
-    pid = telemetry.start_sampler([str(parent)] + telemetry.sampler_argv("x", 1000)[1:], csv_path, pidfile,
-                                  stderr_path)
-    started.append(pid)
-    assert telemetry.wait_for_first_sample(csv_path, pid, 60)
+    pid = start_script_sampler(tmp_path, sampler_files, "bash -c \"trap '' TERM; while :; do sleep 1; done\" &")
     wait_until(lambda: len(telemetry.group_members(pid)) >= 2, "the sampler's child")
     assert telemetry.stop_sampler(pid, 0.5) == "sigkill"
     assert not telemetry.process_alive(pid) and session_pids(pid) == [] and telemetry.group_members(pid) == []
