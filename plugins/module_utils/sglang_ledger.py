@@ -376,7 +376,7 @@ def ledger_info(records, host, record_id=None, baseline_tier="baseline"):
 REDACTED = "<redacted>"
 
 
-def restore_plan(records, host, baseline_tier="baseline", tiers=None, sha256_of=None):
+def restore_plan(records, host, sha256_of, baseline_tier="baseline", tiers=None):
     """What role sglang_experiment's restore starts after a failure (module sglang_ledger_info, restore: true).
 
     The restore must not inherit the failure: it starts the host's last known-good tier from the
@@ -407,7 +407,7 @@ def restore_plan(records, host, baseline_tier="baseline", tiers=None, sha256_of=
     plan.update(from_record=True, script_sha256=sha,
                 env={k: v for k, v in (launch.get("env") or {}).items() if v != REDACTED})
     for path in (kept_script, script):
-        found = sha256_of(path) if sha256_of else None
+        found = sha256_of(path)
         plan["checked"].append({"path": path, "sha256": found or "missing"})
         if found == sha:
             plan["script"] = path

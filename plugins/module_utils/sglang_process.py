@@ -121,6 +121,14 @@ def file_sha256(path):
     return digest.hexdigest()
 
 
+def file_sha256_or_none(path):
+    """file_sha256(), or None when the file cannot be read (missing, unreadable)."""
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
+
+
 def rotation_plan(log_path, keep, exists=os.path.exists):
     """The renames that rotate ``log_path`` keeping ``keep`` old copies, oldest first:
     a list of (source, destination); destination None means delete. Pure given ``exists``."""

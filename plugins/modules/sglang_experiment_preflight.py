@@ -181,7 +181,7 @@ from ansible.module_utils.sglang_preflight import (
 )
 from ansible.module_utils.sglang_process import (
     STATE_NAME,
-    file_sha256,
+    file_sha256_or_none,
     port_holders,
     port_is_free,
     psutil,
@@ -194,13 +194,6 @@ try:
     HAS_NVIDIA_SMI_UTILS = True
 except ImportError:
     HAS_NVIDIA_SMI_UTILS = False
-
-
-def _sha256_or_none(path):
-    try:
-        return file_sha256(path)
-    except OSError:
-        return None
 
 
 def _cmdline(pid):
@@ -330,14 +323,14 @@ def main():
     if p["apply_patches"] and not probe_error:
         run("flashinfer", flashinfer_problems(
             answer.get("flashinfer"), p["flashinfer_catalog"], launch.get("patches") or [],
-            p["flashinfer_patch_files"], _sha256_or_none,
+            p["flashinfer_patch_files"], file_sha256_or_none,
         ))
 
     result = dict(
         changed=False,
         problems=problems,
         checks=checks,
-        script_sha256=_sha256_or_none(launch["script"]) if launch.get("script") else None,
+        script_sha256=file_sha256_or_none(launch["script"]) if launch.get("script") else None,
         sim_model_complete=(sim_model_complete(p["sim_model"], p["sim_sharegpt_conversations"] or 0)
                             if generated else None),
         server_pids=sorted(pids),

@@ -92,14 +92,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_ledger import ledger_info, read_ledger, restore_plan
-from ansible.module_utils.sglang_process import file_sha256
-
-
-def _sha256_or_none(path):
-    try:
-        return file_sha256(path)
-    except OSError:
-        return None
+from ansible.module_utils.sglang_process import file_sha256_or_none
 
 
 def main():
@@ -127,7 +120,7 @@ def main():
     info["problems"] = problems
     if p["restore"]:
         info["restore"] = restore_plan(records, p["host"], baseline_tier=p["baseline_tier"],
-                                       tiers=p["tiers"], sha256_of=_sha256_or_none)
+                                       tiers=p["tiers"], sha256_of=file_sha256_or_none)
     module.exit_json(changed=False, ansible_facts={"sglang_ledger_info": info})
 
 
