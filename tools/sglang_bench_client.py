@@ -20,6 +20,13 @@ Usage::
     # (run nothing, exit 3). Module sglang_bench warms the server up meanwhile.
     python tools/sglang_bench_client.py --plan /path/plan.json --wait-go
 
+    # Standby: started beside the server (module sglang_bench, mode standby),
+    # import bench_serving while the server loads, then wait for DIR/go.json
+    # (the plan to run, written by the measure step) or DIR/abort; exit 3
+    # without running anything when the server pid dies or --max-wait passes.
+    python tools/sglang_bench_client.py --standby DIR --server-pid PID \
+        --leash PID --max-wait 1800
+
 Which bench_serving
 -------------------
 ``sglang.benchmark.serving`` where the installed SGLang has it (0.5.23 moved
@@ -101,6 +108,21 @@ points (docs/benchmark.md, "The settle pause"). Only that call is skipped: a
 hold; every other sleep (the ready wait, the request pacing) is bench_serving's
 own, unchanged.
 
+The leash (every mode with a caller)
+------------------------------------
+A client must not outlive the step that wanted it: an interrupted playbook
+(SIGINT or SIGTERM to ansible-playbook, which Ansible passes to the module's
+process group) ends the module, but the client runs in a session of its own
+(so that a timeout can kill its whole group) and would run on, sending
+traffic to a server nobody measures. A thread in the client therefore checks
+every ``LEASH_POLL_S`` seconds that the process holding its leash is alive:
+in plan mode its parent (the module that started it), in standby mode the
+pid given with ``--leash`` (the controller, when it runs on this host) until
+``go.json`` hands the leash to the measure step's module. When the holder is
+gone, the client says so (event ``leash``) and kills its own process group.
+Module sglang_bench also kills the group itself when it is interrupted; the
+leash covers a module that was killed outright (SIGKILL).
+
 Only the standard library is used here; the script is copied to the target
 host and run by the ml-env interpreter that has SGLang installed. Role
 sglang_bench runs it; docs/benchmark.md has more.
@@ -117,6 +139,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 import types
@@ -145,6 +168,13 @@ _DEADLINE_REPEAT_S = 2.0
 _SETTLE_FUNCTION = "benchmark"
 _SETTLE_SECONDS = 1.0
 SETTLE_MODES = ("auto", "always")
+# How often the leash thread checks its holder, and the standby loop its files and server.
+LEASH_POLL_S = 0.2
+STANDBY_POLL_S = 0.05
+# The files of a standby directory (module sglang_bench writes go.json and abort; the client
+# never writes into it except through its stdout, which the starter points at client.log).
+STANDBY_GO = "go.json"
+STANDBY_ABORT = "abort"
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -442,6 +472,107 @@ def run_point(code, module, point: dict, settle=None) -> dict:
     }
 
 
+def process_start(pid: int):
+    """The start time of a live process (field 22 of /proc/PID/stat), None when it is gone
+    or a zombie; "" where /proc cannot tell (then only the pid's existence is checked)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError, ValueError):
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return None
+        except OSError:
+            pass
+        return ""
+    # fields[0] is the state (field 3); the start time is field 22.
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+class Leash(threading.Thread):
+    """Ends this client when the process holding its leash is gone (see "The leash").
+
+    ``holder``: a pid to watch (its start time is read now, so a reused pid is not taken for
+    it); ``parent``: also watch that this process's parent stays the one it has now."""
+
+    def __init__(self, status, holder=None, parent=False):
+        super().__init__(name="sglang-bench-leash", daemon=True)
+        self.status = status
+        self.lock = threading.Lock()
+        self.parent = os.getppid() if parent else None
+        self.holder = None
+        self.hold(holder)
+
+    def hold(self, pid) -> None:
+        """Hand the leash to ``pid`` (None: no holder beyond the parent, if watched)."""
+        with self.lock:
+            self.holder = None if pid in (None, 0) else (int(pid), process_start(int(pid)))
+
+    def gone(self):
+        if self.parent is not None and os.getppid() != self.parent:
+            return f"the process that started the client (pid {self.parent}) ended"
+        with self.lock:
+            holder = self.holder
+        if holder is not None:
+            start = process_start(holder[0])
+            if start is None or (holder[1] and start and start != holder[1]):
+                return f"the leash holder (pid {holder[0]}) ended"
+        return None
+
+    def run(self) -> None:
+        while True:
+            reason = self.gone()
+            if reason:
+                end_group(self.status, reason)
+            time.sleep(LEASH_POLL_S)
+
+
+def end_group(status, reason: str) -> None:
+    """Say why, then kill this client's process group (itself included): the caller is gone.
+    A client that is not its group's leader (run by hand) ends itself only."""
+    try:
+        emit(status, "leash", reason=reason)
+    except (OSError, ValueError):
+        pass
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(137)
+
+
+def wait_standby(directory: Path, status, leash: Leash, server_pid=None, max_wait=None):
+    """Standby: wait for ``go.json`` (return its object) or a reason to run nothing (return
+    the reason as a string): ``abort`` written, the server's pid gone, ``max_wait`` passed."""
+    server_start = process_start(server_pid) if server_pid else None
+    if server_pid and server_start is None:
+        return f"the server (pid {server_pid}) is not running"
+    deadline = None if not max_wait else time.monotonic() + max_wait
+    go_path, abort_path = directory / STANDBY_GO, directory / STANDBY_ABORT
+    while True:
+        if go_path.exists():
+            try:
+                order = json.loads(go_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                return f"unreadable {go_path}: {exc}"
+            if not isinstance(order, dict) or not isinstance(order.get("plan"), str):
+                return f"{go_path} names no plan"
+            leash.hold(order.get("leash_pid"))
+            return order
+        if abort_path.exists():
+            return "told to abort"
+        if server_pid:
+            now = process_start(server_pid)
+            if now is None or (server_start and now and now != server_start):
+                return f"the server (pid {server_pid}) ended before the benchmark began"
+        if deadline is not None and time.monotonic() > deadline:
+            return f"no go within --max-wait {max_wait:g} s"
+        time.sleep(STANDBY_POLL_S)
+
+
 def load_plan(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -480,15 +611,41 @@ def wait_for_go(status) -> bool:
 def run_plan(plan: dict, full_sglang: bool, wait_go: bool = False) -> int:
     # Status lines go to the original stdout; each point's own output goes to its log.
     status = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    Leash(status, parent=True).start()
     start = time.monotonic()
     module, code = import_bench(full_sglang)
     memoize_loaders(module)
-    settle = install_settle_pause(module) if plan.get("settle_pause", "auto") == "auto" else None
     emit(status, "ready", module=module.__name__, file=module.__file__, import_s=round(time.monotonic() - start, 3))
     if wait_go and not wait_for_go(status):
         emit(status, "done", ran=0, stopped=True, wall_s=round(time.monotonic() - start, 3))
         status.close()
         return EXIT_ABORTED
+    return run_points(plan, module, code, status, start)
+
+
+def run_standby(directory: Path, full_sglang: bool, server_pid=None, leash_pid=None, max_wait=None) -> int:
+    """Standby mode: import, wait for go.json, then run the plan it names (see the usage)."""
+    status = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    leash = Leash(status, holder=leash_pid)
+    leash.start()
+    start = time.monotonic()
+    module, code = import_bench(full_sglang)
+    memoize_loaders(module)
+    emit(status, "ready", module=module.__name__, file=module.__file__, import_s=round(time.monotonic() - start, 3),
+         standby=True)
+    order = wait_standby(directory, status, leash, server_pid, max_wait)
+    if isinstance(order, str):
+        emit(status, "aborted", said=order[:300])
+        emit(status, "done", ran=0, stopped=True, wall_s=round(time.monotonic() - start, 3))
+        status.close()
+        return EXIT_ABORTED
+    emit(status, "go", said="go.json", waited_s=round(time.monotonic() - start, 3))
+    return run_points(load_plan(order["plan"]), module, code, status, start)
+
+
+def run_points(plan: dict, module, code, status, start: float) -> int:
+    """Every point of ``plan`` in this process, in order; the exit status (see the docstring)."""
+    settle = install_settle_pause(module) if plan.get("settle_pause", "auto") == "auto" else None
     stop_on_failure = bool(plan.get("stop_on_failure", False))
     ran, all_ok, stopped = 0, True, False
     for index, point in enumerate(plan["points"]):
@@ -502,9 +659,31 @@ def run_plan(plan: dict, full_sglang: bool, wait_go: bool = False) -> int:
             if stop_on_failure:
                 stopped = index + 1 < len(plan["points"])
                 break
-    emit(status, "done", ran=ran, stopped=stopped, wall_s=round(time.monotonic() - start, 3))
+    code = 0 if all_ok and ran == len(plan["points"]) else 1
+    emit(status, "done", ran=ran, stopped=stopped, rc=code, wall_s=round(time.monotonic() - start, 3))
     status.close()
-    return 0 if all_ok and ran == len(plan["points"]) else 1
+    return code
+
+
+def parse_standby_args(argv: list[str]) -> dict:
+    """``--standby DIR [--server-pid PID] [--leash PID] [--max-wait S]`` as run_standby's keywords."""
+    names = {"--server-pid": ("server_pid", int), "--leash": ("leash_pid", int), "--max-wait": ("max_wait", float)}
+    usage = ("usage: sglang_bench_client.py [--full-sglang] --standby DIR [--server-pid PID] [--leash PID] "
+             "[--max-wait S]")
+    if len(argv) < 2 or len(argv) % 2:
+        fail(usage)
+    found = {"directory": Path(argv[1])}
+    for flag, value in zip(argv[2::2], argv[3::2], strict=True):
+        if flag not in names:
+            fail(f"{usage} (got {flag})")
+        key, kind = names[flag]
+        try:
+            found[key] = kind(value)
+        except ValueError:
+            fail(f"{flag} takes a number, got {value!r}")
+    if not found["directory"].is_dir():
+        fail(f"the standby directory {found['directory']} does not exist")
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -512,6 +691,11 @@ def main(argv: list[str] | None = None) -> None:
     full_sglang = False
     if argv[:1] == ["--full-sglang"]:
         full_sglang, argv = True, argv[1:]
+    if argv[:1] == ["--standby"]:
+        code = run_standby(full_sglang=full_sglang, **parse_standby_args(argv))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     if argv[:1] == ["--plan"]:
         wait_go = argv[2:] == ["--wait-go"]
         if len(argv) != 2 and not wait_go:

@@ -441,25 +441,30 @@ def run_client(argv, env=None, timeout=None, log_path=None, cwd=None, gate=None,
             cwd=cwd,
             start_new_session=True,
         )
-        if gate:
-            try:
-                went = bool(gate())
-            except BaseException:
-                _release(proc, False)
-                _kill_group(proc)
-                raise
-            _release(proc, went)
-        if went is False:
-            _kill_group(proc)
-            rc = proc.returncode
-        else:
-            left = None if timeout is None else max(0.0, timeout - (clock() - began))
-            try:
-                rc = proc.wait(timeout=left)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+        try:
+            if gate:
+                try:
+                    went = bool(gate())
+                except BaseException:
+                    _release(proc, False)
+                    raise
+                _release(proc, went)
+            if went is False:
                 _kill_group(proc)
                 rc = proc.returncode
+            else:
+                left = None if timeout is None else max(0.0, timeout - (clock() - began))
+                try:
+                    rc = proc.wait(timeout=left)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _kill_group(proc)
+                    rc = proc.returncode
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, or SIGTERM through raise_on_sigterm) or broken:
+            # the client runs in a session of its own, so nothing else would end it.
+            _kill_group(proc, grace=INTERRUPT_GRACE_S)
+            raise
     output = ""
     if log_path != os.devnull:
         with open(log_path, "rb") as handle:
@@ -488,6 +493,202 @@ def _kill_group(proc, grace=10.0):
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+# Seconds an interrupted module gives its client between SIGTERM and SIGKILL: the whole
+# clean-up must end within the 2 s an interrupt may leave a client running (docs/benchmark.md).
+INTERRUPT_GRACE_S = 0.5
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised where the module is, so that its clean-up (the client's group) runs."""
+
+
+def raise_on_sigterm():
+    """Make SIGTERM raise Interrupted in this process instead of ending it at once.
+
+    Ansible passes SIGINT and SIGTERM of ansible-playbook to the worker's process group, the
+    module's included (ansible-core's WorkerProcess._term). SIGINT already raises
+    KeyboardInterrupt; SIGTERM would end the module without running any clean-up."""
+
+    def _raise(signum, frame):  # noqa: ARG001 - signal handler signature
+        raise Interrupted(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
+# ------------------------------------------------------------------ the standby client
+# A client started beside the server (mode standby) imports bench_serving while the server
+# loads; the measure step attaches to it (run_plan's ``standby``). Its directory holds
+# state.json (written here), client.log (its stdout), go.json / abort (written here).
+STANDBY_STATE = "state.json"
+STANDBY_LOG = "client.log"
+STANDBY_GO = "go.json"
+STANDBY_ABORT = "abort"
+# How often an attached module looks at the client's log and pid.
+ATTACH_POLL_S = 0.05
+
+
+def _proc_start(pid):
+    """Start time of a live, non-zombie process from /proc (None when gone); see the client's."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, ValueError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def standby_key(client_command, env):
+    """What a standby client must match to be used: its command and environment."""
+    return json.dumps({"command": list(client_command), "env": dict((str(k), str(v)) for k, v in (env or {}).items())},
+                      sort_keys=True)
+
+
+def end_standby(directory, reason="replaced"):
+    """Stop a standby client of ``directory`` if one runs (abort file, then its group); True when one ran."""
+    state = read_standby(directory)
+    if not state:
+        return False
+    try:
+        with open(os.path.join(directory, STANDBY_ABORT), "w", encoding="utf-8") as handle:
+            handle.write(reason + "\n")
+    except OSError:
+        pass
+    _kill_pid_group(state["pid"], state.get("start"), INTERRUPT_GRACE_S)
+    return True
+
+
+def read_standby(directory):
+    """The state of the standby client of ``directory`` when it still runs, else None."""
+    try:
+        with open(os.path.join(directory, STANDBY_STATE), encoding="utf-8") as handle:
+            state = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or not isinstance(state.get("pid"), int):
+        return None
+    start = _proc_start(state["pid"])
+    if start is None or start != state.get("start"):
+        return None
+    return state
+
+
+def start_standby(client_command, directory, env=None, server_pid=None, leash_pid=None, max_wait=None):
+    """Start a client in standby beside the server (side effect); return its state.
+
+    Any standby client left in ``directory`` is ended first. The client gets a session of
+    its own and outlives this call; the leash (``leash_pid``, the controller when it runs on
+    this host), the server's pid and ``max_wait`` bound its life until a measure step
+    attaches to it (tools/sglang_bench_client.py, "The leash")."""
+    os.makedirs(directory, 0o750, exist_ok=True)
+    end_standby(directory)
+    for name in (STANDBY_GO, STANDBY_ABORT, STANDBY_STATE):
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            pass
+    argv = list(client_command) + ["--standby", directory]
+    if server_pid:
+        argv += ["--server-pid", str(int(server_pid))]
+    if leash_pid:
+        argv += ["--leash", str(int(leash_pid))]
+    if max_wait:
+        argv += ["--max-wait", str(max_wait)]
+    full_env = dict(os.environ)
+    full_env.update(dict((str(k), str(v)) for k, v in (env or {}).items()))
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    log_path = os.path.join(directory, STANDBY_LOG)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env,
+            start_new_session=True, close_fds=True,
+        )
+    state = {
+        "pid": proc.pid,
+        "start": _proc_start(proc.pid),
+        "key": standby_key(client_command, env),
+        "command": argv,
+        "log": log_path,
+        "server_pid": server_pid,
+        "leash_pid": leash_pid,
+        "started_at": _iso(time.time()),
+    }
+    tmp = os.path.join(directory, STANDBY_STATE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle)
+    os.replace(tmp, os.path.join(directory, STANDBY_STATE))
+    return state
+
+
+def _kill_pid_group(pid, start, grace):
+    """SIGTERM, then SIGKILL after ``grace`` s, to the group of a process that is not our child."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if _proc_start(pid) is None or (start and _proc_start(pid) != start):
+            return
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            return
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            if _proc_start(pid) is None:
+                return
+            time.sleep(0.02)
+
+
+def attach_client(state, plan_path, timeout=None, gate=None, clock=time.monotonic):
+    """Run the plan in the standby client of ``state`` (side effect); run_client's outcome.
+
+    The gate (the warm-up) runs first; then go.json names the plan and hands the client's
+    leash to this process, and this call waits until the client says ``done`` and ends, or
+    dies, or passes ``timeout``. Its rc is the one it reports in ``done`` (None when it died
+    without one: then 137). Interrupted, it kills the client's group before re-raising."""
+    directory = os.path.dirname(state["log"])
+    began = clock()
+    timed_out, went = False, None
+    pid, start = state["pid"], state.get("start")
+    try:
+        if gate:
+            went = bool(gate())
+        if went is False:
+            with open(os.path.join(directory, STANDBY_ABORT), "w", encoding="utf-8") as handle:
+                handle.write("warm-up failed\n")
+            _wait_gone(pid, start, 5.0)
+            _kill_pid_group(pid, start, INTERRUPT_GRACE_S)
+        else:
+            tmp = os.path.join(directory, STANDBY_GO + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as handle:
+                json.dump({"plan": plan_path, "leash_pid": os.getpid()}, handle)
+            os.replace(tmp, os.path.join(directory, STANDBY_GO))
+            while _proc_start(pid) is not None and _proc_start(pid) == start:
+                if timeout is not None and clock() - began > timeout:
+                    timed_out = True
+                    _kill_pid_group(pid, start, 10.0)
+                    break
+                if '"event": "done"' in _read_text(state["log"]):
+                    _wait_gone(pid, start, 5.0)
+                    break
+                time.sleep(ATTACH_POLL_S)
+    except BaseException:
+        _kill_pid_group(pid, start, INTERRUPT_GRACE_S)
+        raise
+    output = _read_text(state["log"])
+    done = next((e for e in reversed(parse_status_lines(output)) if e.get("event") == "done"), None)
+    rc = done.get("rc") if done else None
+    if rc is None:
+        rc = 3 if went is False else 137
+    return {"rc": rc, "timed_out": timed_out, "output": output, "log": state["log"], "gate": went}
+
+
+def _wait_gone(pid, start, limit):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        now = _proc_start(pid)
+        if now is None or (start and now != start):
+            return True
+        time.sleep(0.02)
+    return False
 
 
 # ------------------------------------------------------------------ one cell
@@ -582,6 +783,12 @@ def _read_from(path, offset):
         return ""
 
 
+def _copy_text(text, path):
+    """Keep a standby client's log in the cell's directory, where the plain client's goes."""
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
 def _size(path):
     return os.path.getsize(path) if os.path.exists(path) else 0
 
@@ -655,6 +862,7 @@ def run_plan(
     clock=time.monotonic,
     server_log=None,
     gate=None,
+    standby=None,
 ):
     """Run every planned point in one client process (side effect); return ``(points, outcome)``.
 
@@ -680,6 +888,9 @@ def run_plan(
     sglang_bench warms the server up in it). When it says no, nothing runs:
     no points, and ``outcome['gate']`` is False.
 
+    ``standby``: the state of a standby client (read_standby) to run the first process's
+    plan in, instead of starting one: it imported bench_serving while the server loaded.
+
     ``outcome``: ``runs`` (one entry per client process: ``pid``,
     ``bench_module`` (the bench_serving module it imported), ``rc``,
     ``timed_out``, ``log``, ``command``, ``points`` (ids it ran)),
@@ -704,10 +915,16 @@ def run_plan(
         log_offset = _size(server_log) if server_log else 0
         write_plan(run_plan_path, remaining, point_timeout, stop_on_failure)
         argv = list(client_command) + ["--plan", run_plan_path]
-        outcome = run_client(argv, env=env, timeout=left, log_path=run_log, gate=gate if number == 0 else None)
+        if number == 0 and standby:
+            outcome = attach_client(standby, run_plan_path, timeout=left, gate=gate)
+            argv = list(standby["command"])
+            _copy_text(outcome["output"], run_log)
+            outcome["log"] = run_log
+        else:
+            outcome = run_client(argv, env=env, timeout=left, log_path=run_log, gate=gate if number == 0 else None)
         if outcome["gate"] is False:
-            runs.append({"pid": None, "bench_module": None, "rc": outcome["rc"], "timed_out": False,
-                         "log": run_log, "command": argv, "points": []})
+            runs.append({"pid": None, "bench_module": None, "standby": bool(standby), "rc": outcome["rc"],
+                         "timed_out": False, "log": run_log, "command": argv, "points": []})
             break
         events = parse_status_lines(outcome["output"])
         by_id = {}
@@ -725,6 +942,8 @@ def run_plan(
         run = {
             "pid": pids[0] if len(pids) == 1 else (pids or None),
             "bench_module": ready.get("module"),
+            # Whether this process was the standby client, started beside the server.
+            "standby": bool(number == 0 and standby),
             "rc": outcome["rc"],
             "timed_out": outcome["timed_out"],
             "log": run_log,

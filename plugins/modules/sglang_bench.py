@@ -103,6 +103,16 @@ options:
         C(benchmark) makes after its warm-up; the point's C(settle_pause_skipped) says so
         (tools/sglang_bench_client.py, "The settle pause").
     type: int
+  standby_dir:
+    description:
+      - Directory of a client started in standby beside the server (module
+        M(sglang_bench_standby)). When a client runs there with the same
+        O(client_command) and O(client_env), the first client process is that
+        one - bench_serving already imported while the server loaded - instead
+        of a new one; otherwise a new client starts as without this option,
+        and a standby client of another command is ended.
+      - The result's C(client_runs[0].standby) says which happened.
+    type: path
   point_timeout:
     description:
       - Seconds one point may run - a deadline inside the client process
@@ -294,12 +304,16 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_points import (
     build_client_argv,
     default_timeout,
+    end_standby,
     num_prompts_for,
     plan_points,
     point_from_result,
     point_warmup_requests,
+    raise_on_sigterm,
     read_new_results,
+    read_standby,
     run_plan,
+    standby_key,
     tail,
 )
 from ansible.module_utils.sglang_ledger import POINT_OK
@@ -462,6 +476,7 @@ def main():
         stop_on_failure=dict(type="bool", default=True),
         fail_on_incomplete=dict(type="bool", default=True),
         tier=dict(type="str"),
+        standby_dir=dict(type="path"),
     )
     argument_spec.update(WORKLOAD_ARGUMENT_SPEC)
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
@@ -474,6 +489,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    raise_on_sigterm()
     _validate(module)
     output_dir = p["output_dir"]
     specs = plan_points(
@@ -549,6 +565,12 @@ def main():
         except OSError as exc:
             module.fail_json(msg=f"sglang_bench: cannot create {output_dir} for the output files: {exc}")
     gate = _WarmupGate(warmup) if warmup else None
+    standby = None
+    if p["standby_dir"]:
+        standby = read_standby(p["standby_dir"])
+        if standby and standby.get("key") != standby_key(p["client_command"], p["client_env"]):
+            end_standby(p["standby_dir"], "a client of another command or environment is wanted")
+            standby = None
     try:
         points, outcome = run_plan(
             p["client_command"],
@@ -561,6 +583,7 @@ def main():
             stop_on_failure=p["stop_on_failure"],
             server_log=server_log(p["server_state"]),
             gate=gate,
+            standby=standby,
         )
     except OSError as exc:
         module.fail_json(
