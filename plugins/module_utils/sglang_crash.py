@@ -13,7 +13,17 @@
 #      over a `generic` one; within a rank the entry that comes first in the catalog wins,
 #      ties go to the earliest line;
 #   4. no fatal line, but a line matched an `outcome: stopped` entry: the log's outcome is
-#      `stopped_by_sigterm` (not fatal), see classify_outcome.
+#      `stopped_by_sigterm` (not fatal), see classify_outcome;
+#   5. bursts: in a multi-rank log (TP/DP/EP/PP ranks, "[rankN]:" torch lines, the detokenizer,
+#      the tokenizer manager) every line belongs to the rank last named at or above it; the rank
+#      of the burst's first fatal line is the first failing rank, and a specific entry matched in
+#      ITS lines wins over the other ranks' (their errors are mostly consequences); the report
+#      names that rank (crash_rank) and its root-cause line (root_cause_line);
+#   6. a dead process whose log matches no fatal entry (and shows no stop) is the stated fallback
+#      class `unclassified_crash`, carrying the root-cause line (the first exception line of the
+#      log's last traceback region, else the last fatal-looking line, else the last line) and
+#      the remedy "report this log" (fallback_report). A live process is never given a class
+#      without a fatal line: a healthy or still-loading log stays clean.
 
 from __future__ import annotations
 
@@ -21,7 +31,9 @@ import re
 
 REQUIRED_FIELDS = ("class", "regex", "explanation", "remedy", "fatal")
 # Classes that are decided without a log line (the catalog holds their explanation/remedy).
-NON_LOG_CLASSES = ("hang", "process_exited")
+NON_LOG_CLASSES = ("hang", "process_exited", "unclassified_crash")
+# Rule 6: the fallback class of a dead process whose log matches no fatal entry.
+FALLBACK_CLASS = "unclassified_crash"
 DEFAULT_NEAR_LINES = 40
 DEFAULT_EXCERPT_BEFORE = 30
 DEFAULT_EXCERPT_AFTER = 10
@@ -36,6 +48,29 @@ OUTCOME_STOPPED = "stopped_by_sigterm"
 OUTCOME_CLEAN = "clean"
 # Ranks of rule 3 (lower wins).
 RANK_SPECIFIC, RANK_HINT, RANK_GENERIC = 0, 1, 2
+# Rule 5: who printed a line. SGLang's prefix "[<time> TP3]", "[<time> DP0 TP0 EP0]",
+# "[<time> PP1 ATTN_CP7 TP7]" (a cut excerpt may lose the opening bracket), torch's "[rank3]:",
+# the pre-0.3 "[gpu_id=1]", and the two manager processes by their own crash line.
+RANK_TAG_RE = re.compile(
+    r"(?:^|[\[ ])((?:(?:ATTN_CP|ATTN_DP|MOE_DP|DP|PP|TP|EP|CP)[0-9]+ ?)+)\]"
+    r"|^\s*\[(rank[0-9]+)\]:"
+    r"|\[(gpu_id=[0-9]+)\]"
+    r"|(?<![A-Za-z])(DetokenizerManager|TokenizerManager) hit an exception"
+)
+RANK_NAMES = {"DetokenizerManager": "detokenizer", "TokenizerManager": "tokenizer_manager"}
+# Rule 6: an exception line (Python's last traceback line: "RuntimeError: ...",
+# "torch.AcceleratorError: ...", "KeyError: 'x'"), after any log prefix ("[time TP0] ",
+# "[rank3]: ", "> ", a "[2025-...Z] " stamp); and lines that say a process died without one.
+EXCEPTION_LINE_RE = re.compile(
+    r"^((?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt))(?::.*)?$"
+)
+# One log prefix at the start of a line: "[...]" / "[...]:" / "> " / a "2025-...Z" stamp /
+# "(Worker pid=1)"; stripped one at a time (no nested repetition, so no backtracking blow-up).
+LINE_PREFIX_RE = re.compile(r"^(?:\[[^\]]{0,200}\]:?|>|\([^)]{0,200}\)|[0-9][0-9T:.Z+-]{0,60})\s*")
+DEATH_LINE_RE = re.compile(
+    r"\bKilled\b|Segmentation fault|core dumped|Fatal Python error|terminate called after throwing"
+    r"|\bAborted\b|exit code:? -?[1-9][0-9]*|exited with (?:code|status) [1-9]"
+)
 
 
 class CatalogError(ValueError):
@@ -173,16 +208,46 @@ def _entry_at(catalog, lines, position, seen):
     return match_line(catalog, lines[position], seen, context=(lines, position))
 
 
-def classify_lines(
+def rank_of(line):
+    """The rank a line names (rule 5): "TP3", "DP0 TP0 EP0", "rank3", "gpu_id=1", "detokenizer",
+    "tokenizer_manager"; None for a line that names none."""
+    match = RANK_TAG_RE.search(line)
+    if match is None:
+        return None
+    tag = next(group for group in match.groups() if group)
+    return RANK_NAMES.get(tag, tag.strip())
+
+
+def line_ranks(lines, low=0, high=None):
+    """The rank of each line of lines[low:high] (a list, index 0 = lines[low]): the rank last
+    named at or above it (rule 5), None before the first one."""
+    high = len(lines) if high is None else min(high, len(lines))
+    ranks, current = [], None
+    for position in range(low, high):
+        named = rank_of(lines[position])
+        if named is not None:
+            current = named
+        ranks.append(current)
+    return ranks
+
+
+def _best(matches):
+    best = None
+    for position, entry in matches:
+        key = (entry["rank"], entry["index"], position)
+        if best is None or key < best[0]:
+            best = (key, position, entry)
+    return best
+
+
+def classify_burst(
     catalog, lines, start=0, after_seen=None, burst_after=DEFAULT_BURST_AFTER, burst_before=DEFAULT_BURST_BEFORE
 ):
-    """Classify a crash from ``lines`` (a log region), looking at the lines from ``start`` on.
+    """Rules 2, 3 and 5 on ``lines`` (a log region), from ``start`` on.
 
-    ``after_seen`` is the set of entry indexes whose `after` condition held before ``lines[0]``.
-    The burst (rule 2) starts at the first fatal line at or after ``start`` and spans
-    ``burst_after`` lines after it and ``burst_before`` lines before it (those only for hints).
-    Returns (position, entry) of the winner of rule 3, or (None, None) when no fatal entry
-    applies.
+    Returns None when no fatal entry applies, else a dict: ``position`` / ``entry`` of the
+    winner, ``first_fatal`` (position of the burst's first fatal line) and ``rank`` (the first
+    failing rank, or None for a log that names no rank).
     """
     seen = set(after_seen or ())
     matches = []  # (position, entry) of fatal and hint matches
@@ -200,19 +265,75 @@ def classify_lines(
             matches.append((position, entry))
         update_after_seen(catalog, line, seen)
     if first_fatal is None:
-        return None, None
+        return None
     low, high = first_fatal - burst_before, first_fatal + burst_after
+    burst = [
+        (position, entry)
+        for position, entry in matches
+        if (low <= position <= high if entry["hint"] else position >= first_fatal)
+    ]
+    base = max(0, low)
+    ranks = line_ranks(lines, base, high + 1)
+    first_rank = ranks[first_fatal - base]
     best = None
-    for position, entry in matches:
-        if entry["hint"]:
-            if not low <= position <= high:
-                continue
-        elif position < first_fatal:
-            continue
-        key = (entry["rank"], entry["index"], position)
-        if best is None or key < best[0]:
-            best = (key, position, entry)
-    return best[1], best[2]
+    if first_rank is not None:
+        own = [(position, entry) for position, entry in burst if ranks[position - base] == first_rank]
+        best = _best(own)
+        if best is not None and best[2]["rank"] != RANK_SPECIFIC:
+            best = None  # the first rank shows only consequences: rule 3 over the whole burst
+    best = best or _best(burst)
+    return {"position": best[1], "entry": best[2], "first_fatal": first_fatal, "rank": first_rank}
+
+
+def classify_lines(
+    catalog, lines, start=0, after_seen=None, burst_after=DEFAULT_BURST_AFTER, burst_before=DEFAULT_BURST_BEFORE
+):
+    """Classify a crash from ``lines`` (a log region), looking at the lines from ``start`` on.
+
+    ``after_seen`` is the set of entry indexes whose `after` condition held before ``lines[0]``.
+    The burst (rule 2) starts at the first fatal line at or after ``start`` and spans
+    ``burst_after`` lines after it and ``burst_before`` lines before it (those only for hints).
+    Returns (position, entry) of the winner of rules 3 and 5, or (None, None) when no fatal
+    entry applies (classify_burst gives the rank as well).
+    """
+    burst = classify_burst(catalog, lines, start, after_seen, burst_after, burst_before)
+    if burst is None:
+        return None, None
+    return burst["position"], burst["entry"]
+
+
+def is_exception_line(line):
+    """Whether a line is a Python exception line once its log prefixes are stripped (rule 6)."""
+    text = line.strip()
+    for _ in range(6):
+        stripped = LINE_PREFIX_RE.sub("", text, count=1)
+        if stripped == text:
+            break
+        text = stripped
+    return EXCEPTION_LINE_RE.match(text) is not None
+
+
+def root_cause_line(lines, low=0, high=None, rank=None):
+    """Rule 6's root-cause line of lines[low:high], or None for no line: the first exception
+    line of the region (of ``rank``'s lines when a rank is given and has one; Python prints
+    the original exception first, "During handling of the above exception" the ones it
+    caused after it), else the last line that says a process died, else the last non-empty
+    line. Returns (position, text)."""
+    high = len(lines) if high is None else min(high, len(lines))
+    low = max(0, low)
+    ranks = line_ranks(lines, low, high)
+    candidates = [p for p in range(low, high) if is_exception_line(lines[p])]
+    own = [p for p in candidates if rank is not None and ranks[p - low] == rank]
+    if own or candidates:
+        position = (own or candidates)[0]
+        return position, lines[position].strip()
+    for position in range(high - 1, low - 1, -1):
+        if DEATH_LINE_RE.search(lines[position]):
+            return position, lines[position].strip()
+    for position in range(high - 1, low - 1, -1):
+        if lines[position].strip():
+            return position, lines[position].strip()
+    return None
 
 
 def excerpt(lines, position, before=DEFAULT_EXCERPT_BEFORE, after=DEFAULT_EXCERPT_AFTER):
@@ -222,30 +343,88 @@ def excerpt(lines, position, before=DEFAULT_EXCERPT_BEFORE, after=DEFAULT_EXCERP
 
 
 def crash_report(
-    entry, line, lines, position, line_number=None, before=DEFAULT_EXCERPT_BEFORE, after=DEFAULT_EXCERPT_AFTER
+    entry,
+    line,
+    lines,
+    position,
+    line_number=None,
+    before=DEFAULT_EXCERPT_BEFORE,
+    after=DEFAULT_EXCERPT_AFTER,
+    rank=None,
+    root_cause=None,
 ):
-    """The fields a failed wait returns (and a rescue records)."""
+    """The fields a failed wait returns (and a rescue records). ``rank``: the first failing
+    rank of a burst (rule 5); ``root_cause``: its root-cause line (rule 6; default: ``line``);
+    ``fallback``: true only for the stated fallback class (rule 6)."""
     return {
         "crash_class": entry["class"],
         "crash_line": line,
         "crash_line_number": line_number,
+        "crash_rank": rank,
+        "root_cause_line": root_cause if root_cause is not None else line,
+        "fallback": entry["class"] == FALLBACK_CLASS,
         "excerpt": "\n".join(excerpt(lines, position, before, after)) if lines else "",
         "explanation": " ".join(str(entry.get("explanation", "")).split()),
         "remedy": " ".join(str(entry.get("remedy", "")).split()),
     }
 
 
+def burst_report(catalog, lines, burst, first_number=1, before=DEFAULT_EXCERPT_BEFORE, after=DEFAULT_EXCERPT_AFTER):
+    """The crash report of a classify_burst result; ``first_number`` is the line number of
+    lines[0]. The root cause is searched in the burst (from burst_before lines above its first
+    fatal line to the winning line's burst end), in the first failing rank's lines first."""
+    position, entry = burst["position"], burst["entry"]
+    low = burst["first_fatal"] - DEFAULT_BURST_BEFORE
+    found = root_cause_line(lines, low, burst["first_fatal"] + DEFAULT_BURST_AFTER + 1, burst["rank"])
+    return crash_report(
+        entry,
+        lines[position],
+        lines,
+        position,
+        first_number + position,
+        before,
+        after,
+        rank=burst["rank"],
+        root_cause=found[1] if found else None,
+    )
+
+
+def fallback_report(
+    catalog, lines, exit_status=None, first_number=1, before=DEFAULT_EXCERPT_BEFORE, after=DEFAULT_EXCERPT_AFTER
+):
+    """Rule 6: the report of a dead process whose log matches no fatal entry: class
+    unclassified_crash, its root-cause line and the catalog's remedy ("report this log").
+    ``exit_status``: the process's, when known (then named when the log has no line);
+    ``first_number``: the line number of lines[0], None when unknown (a log tail)."""
+    entry = signature_for_class(catalog, FALLBACK_CLASS) or {
+        "class": FALLBACK_CLASS,
+        "explanation": "The server died and no crash signature matched its log.",
+        "remedy": "Report this log: add its cause to data/crash_signatures.yml.",
+    }
+    found = root_cause_line(lines)
+    if found is None:
+        line = None if exit_status is None else f"launch script exited rc={exit_status}"
+        report = crash_report(entry, line, lines, 0, None, before, after)
+    else:
+        position, line = found
+        rank = (line_ranks(lines, 0, position + 1) or [None])[-1]
+        number = None if first_number is None else first_number + position
+        report = crash_report(entry, line, lines, position, number, before, after, rank=rank)
+    report["exit_status"] = exit_status
+    return report
+
+
 def classify_text(catalog, text):
     """Classify a whole log given as text: the crash report dict, or None when no fatal
     signature applies. For tools and tests."""
     lines = text.splitlines()
-    position, entry = classify_lines(catalog, lines)
-    if entry is None:
+    burst = classify_burst(catalog, lines)
+    if burst is None:
         return None
-    return crash_report(entry, lines[position], lines, position, position + 1)
+    return burst_report(catalog, lines, burst)
 
 
-def classify_outcome(catalog, lines):
+def classify_outcome(catalog, lines, exited=False):
     """What a log says happened (rule 4), as a dict:
 
     ``outcome``: "crashed" (a fatal signature applies), "stopped_by_sigterm" (no fatal line,
@@ -253,13 +432,15 @@ def classify_outcome(catalog, lines):
     prints after it) or "clean" (neither; a healthy or still-starting log);
     ``fatal``: true only for "crashed";
     ``report``: the crash_report of the crash, or of the stop's first line, or None.
+    ``exited``: whether the process is known to have died (the ready-wait knows it from the
+    pid). A dead process with no fatal line and no stop is "crashed" with the fallback class
+    (rule 6); a live one (or one not known dead) stays "clean".
     The ready-wait itself only acts on fatal lines; this is for reading a log after the fact
     (tools/crash_corpus.py, a rescue, the tests).
     """
-    position, entry = classify_lines(catalog, lines)
-    if entry is not None:
-        report = crash_report(entry, lines[position], lines, position, position + 1)
-        return {"outcome": OUTCOME_CRASHED, "fatal": True, "report": report}
+    burst = classify_burst(catalog, lines)
+    if burst is not None:
+        return {"outcome": OUTCOME_CRASHED, "fatal": True, "report": burst_report(catalog, lines, burst)}
     seen = set()
     for position, line in enumerate(lines):
         entry = match_line(catalog, line, seen)
@@ -267,4 +448,6 @@ def classify_outcome(catalog, lines):
             report = crash_report(entry, line, lines, position, position + 1)
             return {"outcome": OUTCOME_STOPPED, "fatal": False, "report": report}
         update_after_seen(catalog, line, seen)
+    if exited:
+        return {"outcome": OUTCOME_CRASHED, "fatal": True, "report": fallback_report(catalog, lines)}
     return {"outcome": OUTCOME_CLEAN, "fatal": False, "report": None}

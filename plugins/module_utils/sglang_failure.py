@@ -70,6 +70,28 @@ def failed_step(task):
     return None
 
 
+# The environment variable the interrupt callback sets in ansible-playbook when a run is
+# interrupted (plugins/callback/sglang_interrupt.py); the rescue reads it.
+INTERRUPTED_ENV = "SGLANG_LAB_INTERRUPTED"
+INTERRUPTED_CLASS = "interrupted"
+
+
+def interrupted_result(result, signal_name):
+    """The failed result of a task that an interrupt ended, as the record must read it.
+
+    ``signal_name`` is the callback's SGLANG_LAB_INTERRUPTED (empty: not interrupted, the result
+    is returned as it is). A module that handled the signal itself (sglang_bench: the points that
+    completed) already says ``failure_class: interrupted``; any other task (a module killed by the
+    signal, a traceback) gets that class here, its own message kept."""
+    result = dict(result or {})
+    if not signal_name or result.get("failure_class") == INTERRUPTED_CLASS:
+        return result
+    own = _truncate(result.get("msg"), MESSAGE_CHARS) if result.get("msg") else "no message"
+    result["failure_class"] = INTERRUPTED_CLASS
+    result["msg"] = f"interrupted by {signal_name} (the task said: {own})"
+    return result
+
+
 def _truncate(text, limit):
     text = "" if text is None else str(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -146,6 +168,9 @@ def decide_failure(points=None, failure=None, task=None, result=None, crash=None
             "class": crash["crash_class"],
             "step": step or crash.get("step") or "wait_ready",
             "message": crash.get("crash_line") or crash.get("msg"),
+            "root_cause": crash.get("root_cause_line"),
+            "rank": crash.get("crash_rank"),
+            "fallback": bool(crash.get("fallback")),
             "explanation": crash.get("explanation"),
             "remedy": crash.get("remedy"),
             "crash_line_number": crash.get("crash_line_number"),
@@ -208,8 +233,10 @@ def ledger_line(ledger, record=None, error=None):
     return f"{ledger}, record {record.get('record_id', '?')} ({record.get('status', '?')}, {points} point(s) kept)"
 
 
-def restore_line(enabled, restored=None):
+def restore_line(enabled, restored=None, interrupted=None):
     """What the restore did, in one line."""
+    if interrupted:
+        return f"skipped: the run was interrupted ({interrupted}); the node is left as the interrupt left it"
     if not enabled:
         return "off (sglang_experiment_restore: false), the node is left as the failure left it"
     restored = restored or {}

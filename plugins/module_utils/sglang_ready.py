@@ -31,8 +31,10 @@ import urllib.request
 from ansible.module_utils.sglang_crash import (
     DEFAULT_EXCERPT_AFTER,
     DEFAULT_EXCERPT_BEFORE,
-    classify_lines,
+    burst_report,
+    classify_burst,
     crash_report,
+    fallback_report,
     match_line,
     signature_for_class,
     update_after_seen,
@@ -99,6 +101,8 @@ def startup_phases(marks, started_at=None, ready_at=None):
         if marks.get(first) is not None and marks.get(last) is not None:
             phases[name] = round(max(0.0, marks[last] - marks[first]), 1)
     return phases
+
+
 CLASSIFY_TAIL_BYTES = 8 << 20
 TAIL_LINES = 40
 
@@ -299,13 +303,14 @@ class LogFollower:
             first_number = max(1, self.state["lines"] - len(lines) + 1)
         start = max(0, first["line_number"] - first_number)
         after_seen = set() if from_start else set(self.state["after_seen"])
-        position, entry = classify_lines(self.catalog, lines, start=start, after_seen=after_seen)
-        if entry is None:
+        burst = classify_burst(self.catalog, lines, start=start, after_seen=after_seen)
+        if burst is None:
             # The first pass matched an entry whose `near` condition failed on full context
             # and nothing else applies: fall back to the first-pass class.
             entry = signature_for_class(self.catalog, first["class"])
             position = min(start, len(lines) - 1)
-        return crash_report(entry, lines[position], lines, position, first_number + position, before, after)
+            return crash_report(entry, lines[position], lines, position, first_number + position, before, after)
+        return burst_report(self.catalog, lines, burst, first_number, before, after)
 
     def tail(self, count=TAIL_LINES):
         lines, _number, _from_start = self.read_region()
@@ -402,11 +407,13 @@ def wait_ready(
                     report["crash_line_number"] = stop["line_number"]
                     report["exit_status"] = exit_status_fn() if exit_status_fn else None
                 else:
+                    # No signature, no stop, the process is gone: the stated fallback class
+                    # unclassified_crash with the log's root-cause line (sglang_crash rule 6).
                     outcome = "exited"
                     rc = exit_status_fn() if exit_status_fn else None
-                    line = None if rc is None else f"launch script exited rc={rc}"
-                    report = _non_log_report(catalog, "process_exited", follower.tail(), line)
-                    report["exit_status"] = rc
+                    tail = follower.tail()
+                    report = fallback_report(catalog, tail, rc, first_number=None)
+                    report["excerpt"] = "\n".join(tail)
                 break
             if now >= deadline and first is None:
                 outcome = "hang"

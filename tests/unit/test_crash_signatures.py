@@ -45,7 +45,7 @@ def test_catalog_entries_are_complete(catalog):
     for entry in catalog:
         assert entry["explanation"].strip(), entry["class"]
         assert entry["remedy"].strip(), entry["class"]
-        if entry["class"] in ("hang", "process_exited"):
+        if entry["class"] in sglang_crash.NON_LOG_CLASSES:
             assert entry["pattern"] is None
         else:
             assert entry["pattern"] is not None, entry["class"]
@@ -254,6 +254,17 @@ SINGLE_LINES = [
      "OSError: CodeGoat24/UnifiedReward-7b-v1.5 does not appear to have a file named preprocessor_config.json. "
      "Checkout 'https://huggingface.co/CodeGoat24/UnifiedReward-7b-v1.5/tree/main'for available files.",
      "https://github.com/CodeGoat24/UnifiedReward/issues/29"),
+    ("cuda_device_assert",
+     "RuntimeError: CUDA error: device-side assert triggered",
+     "https://github.com/sgl-project/sglang/pull/3730"),
+    ("model_arch_unsupported",
+     "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now. Supported architectures: "
+     "dict_keys(['BaichuanForCausalLM', 'ChatGLMModel', 'CLIPModel', 'CohereForCausalLM', 'Cohere2ForCausalLM', "
+     "'DbrxForCausalLM', 'DeepseekForCausalLM', 'MultiModalityCausalLM', 'DeepseekV3ForCausalLMNextN', "
+     "'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'DeepseekVL2ForCausalLM', 'ExaoneForCausalLM', "
+     "'GemmaForCausalLM', 'Gemma2ForCausalLM', 'Gemma2ForSequenceClassification', 'Gemma3ForCausalLM', "
+     "'Gemma3ForConditionalGeneration', 'GPT2LMHeadMode",
+     "https://github.com/sgl-project/sglang/issues/5441"),
     ("dynamo_lru_cache_warning",
      "/usr/local/lib/python3.12/dist-packages/torch/_dynamo/variables/functions.py:1575: UserWarning: Dynamo "
      "detected a call to a `functools.lru_cache`-wrapped function. Dynamo ignores the cache wrapper and directly "
@@ -644,3 +655,58 @@ def test_simulator_runtime_crash_text_is_illegal_memory_access(catalog):
     faults = _simulator_faults()
     report = sglang_crash.classify_text(catalog, faults.scheduler_runtime_traceback())
     assert report["crash_class"] == "cuda_illegal_memory_access"
+
+
+# --------------------------------------------------------------------------- bursts by rank, fallback (rules 5, 6)
+
+
+def test_the_first_failing_rank_names_the_crash(catalog):
+    # TP3 fails first with an NCCL error; TP0's CUDA assert comes first in catalog order (rule
+    # 3 alone would pick it) but is printed later by another rank: rule 5 gives TP3's cause.
+    lines = [
+        "[2025-01-01 00:00:00 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: CUDA error: device-side assert triggered",
+    ]
+    report = sglang_crash.classify_text(catalog, "\n".join(lines))
+    assert report["crash_class"] == "nccl_error"
+    assert report["crash_rank"] == "TP3"
+    assert report["root_cause_line"].startswith("RuntimeError: NCCL error: unhandled system error")
+
+
+@pytest.mark.parametrize(
+    "line, rank",
+    [
+        ("[2025-08-29 20:35:50 DP2 TP2 EP2 PP0] Scheduler hit an exception: x", "DP2 TP2 EP2 PP0"),
+        ("026-05-28 00:11:09.816 DP0 TP0 EP0] Scheduler hit an exception: x", "DP0 TP0 EP0"),
+        ("[rank3]:[E830 17:28:57.137971692 ProcessGroupNCCL.cpp:1515] [PG 3 Rank 3] x", "rank3"),
+        ("2025-08-15 14:25:48] DetokenizerManager hit an exception: Traceback", "detokenizer"),
+        ("[2025-01-01 00:00:00] TokenizerManager hit an exception: Traceback", "tokenizer_manager"),
+        ("  File \"/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py\", line 1", None),
+    ],
+)
+def test_rank_of_a_line(line, rank):
+    assert sglang_crash.rank_of(line) == rank
+
+
+def test_a_dead_process_without_signature_gets_the_fallback(catalog):
+    lines = ["[TP0] Load weight begin.", "Traceback (most recent call last):", "ImportError: libfoo.so: cannot open"]
+    dead = sglang_crash.classify_outcome(catalog, lines, exited=True)
+    assert dead["outcome"] == sglang_crash.OUTCOME_CRASHED
+    report = dead["report"]
+    assert report["crash_class"] == "unclassified_crash" and report["fallback"] is True
+    assert report["root_cause_line"] == "ImportError: libfoo.so: cannot open"
+    assert "report this log" in report["remedy"].lower()
+    # the same lines from a live (or still-loading) process stay clean
+    assert sglang_crash.classify_outcome(catalog, lines)["outcome"] == sglang_crash.OUTCOME_CLEAN
+    # a stop stays a stop, even for a dead process
+    stop = ["[2025-01-01] SIGTERM received. signum=15. Draining requests and shutting down..."]
+    assert sglang_crash.classify_outcome(catalog, stop, exited=True)["outcome"] == sglang_crash.OUTCOME_STOPPED
+
+
+def test_the_root_cause_line_survives_long_prefixed_lines():
+    # a container-runtime stamp in front of every line, and no exception: the last line stands
+    lines = ["2025-07-25T07:53:08.21748708+08:00 stdout F " + "9" * 5000, "Killed"]
+    assert sglang_crash.root_cause_line(lines) == (1, "Killed")
+    assert sglang_crash.is_exception_line("> [2025-11-06T02:10:00.702Z] KeyError: 'lm_head.weight'")

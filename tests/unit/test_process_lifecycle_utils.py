@@ -534,7 +534,9 @@ def test_wait_fails_on_a_fatal_line_even_while_the_process_runs(tmp_path):
 def test_wait_reports_an_exit_without_signature(tmp_path):
     result = run_wait(tmp_path, "[TP0] Load weight begin.\nKilled\n", alive=False, exit_status_fn=lambda: 137)
     assert result["outcome"] == "exited"
-    assert result["report"]["crash_class"] == "process_exited"
+    assert result["report"]["crash_class"] == "unclassified_crash"  # never nothing for a dead server
+    assert result["report"]["crash_line"] == "Killed" and result["report"]["fallback"] is True
+    assert "report this log" in result["report"]["remedy"].lower()
     assert result["report"]["exit_status"] == 137
     assert "Killed" in result["report"]["excerpt"]
 
