@@ -3,17 +3,26 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Score the crash-signature catalogue on the corpus of real SGLang logs.
 
-    python tools/crash_corpus.py                # per-class precision/recall, accuracy, confusions
-    python tools/crash_corpus.py --evidence     # also: where each catalogue regex is proven
+    python tools/crash_corpus.py                # per-class fit and held-out recall, confusions
+    python tools/crash_corpus.py --evidence     # also: where each regex is proven, per release
+    python tools/crash_corpus.py --catalog OLD.yml   # score another catalogue (the held-out
+                                                     # figure before a change: git show REV:...)
     python tools/crash_corpus.py --json out.json
 
 The corpus is tests/fixtures/crashlogs/ (index.yml lists each log, its source, the SGLang
 version and the expected class; docs/crash-corpus.md explains it). A log is scored by
 sglang_crash.classify_outcome: a crash gives its class, a requested stop gives
-stopped_by_sigterm, a clean log gives "none" (what `healthy` and `hang` logs must give).
+stopped_by_sigterm, a clean log gives "none" (what `healthy` and `hang` logs must give). The
+index splits the logs by source into `fit` (what the catalogue was built from) and `heldout`
+(never used to change it); both are scored, per class, side by side. A crash log is read as
+the ready-wait reads the log of a dead process (exited=True): no signature gives the stated
+fallback `unclassified_crash`, counted apart; healthy and hang logs are read as the log of a
+live process.
 
-Exit status: 1 when a healthy/hang/stopped log is flagged as a crash, or when the accuracy is
-below the index's committed_accuracy; else 0. The same functions back
+Exit status: 1 when a healthy/hang/stopped log is flagged as a crash, when the fit accuracy is
+below the index's committed_accuracy or the held-out accuracy below committed_heldout_accuracy,
+when one source has logs on both sides of the split, or (--evidence) when a regex lacks
+evidence; else 0. The same functions back
 tests/unit/test_crash_corpus.py, including the regex-evidence check against the pinned wheels
 (.cache/sglang-wheels/<version>/*.whl, read as zip files).
 """
@@ -44,6 +53,10 @@ PINNED_WHEELS = ("0.5.10.post1", "0.5.17", "0.5.23")
 # Expected labels that are not crashes: the classifier must say "none" (or the stop) for them.
 NO_CRASH = "none"
 NOT_FLAGGED = {"healthy": NO_CRASH, "hang": NO_CRASH, "stopped_by_sigterm": "stopped_by_sigterm"}
+# Expected labels of a process that is still running when its log is read (no fallback).
+ALIVE = ("healthy", "hang")
+SPLITS = ("fit", "heldout")
+FALLBACK = sglang_crash.FALLBACK_CLASS
 
 
 # --------------------------------------------------------------------------- corpus
@@ -74,28 +87,72 @@ def got_label(outcome):
     return NO_CRASH
 
 
+def source_key(source):
+    """The source a log came from, for the split: the issue / PR / page URL without its
+    fragment, or a recording's folder (one recording session is one source)."""
+    text = str(source).split(" (")[0].split("#")[0].strip()
+    if text.startswith("http"):
+        return text.rstrip("/")
+    return text.rsplit("/", 1)[0] if "/recordings/" in text else text
+
+
+def split_problems(index):
+    """Sources with logs on both sides of the split, and logs without a valid split."""
+    sides, problems = {}, []
+    for item in index["logs"]:
+        if item.get("split") not in SPLITS:
+            problems.append(f"{item['file']}: split {item.get('split')!r} is not one of {SPLITS}")
+            continue
+        sides.setdefault(source_key(item["source"]), set()).add(item["split"])
+    problems += [f"{key}: logs in both fit and heldout" for key, both in sides.items() if len(both) > 1]
+    return problems
+
+
 def evaluate(catalog, index, root=CORPUS):
-    """One result dict per corpus log: file, expected, want, got, line (the deciding line)."""
+    """One result dict per corpus log: file, split, expected, want, got, line (the deciding
+    line), rank (the first failing rank), fallback, ranks (the ranks the log names)."""
     results = []
     for item in index["logs"]:
-        outcome = sglang_crash.classify_outcome(catalog, read_log(item["file"], root))
+        lines = read_log(item["file"], root)
+        exited = item["expected"] not in ALIVE
+        outcome = sglang_crash.classify_outcome(catalog, lines, exited=exited)
         report = outcome["report"] or {}
         results.append(
             {
                 "file": item["file"],
+                "split": item.get("split"),
                 "expected": item["expected"],
                 "sglang_version": str(item["sglang_version"]),
                 "want": wanted(item["expected"]),
                 "got": got_label(outcome),
                 "line": report.get("crash_line"),
                 "line_number": report.get("crash_line_number"),
+                "rank": report.get("crash_rank"),
+                "root_cause": report.get("root_cause_line"),
+                "fallback": bool(report.get("fallback")) and outcome["outcome"] == sglang_crash.OUTCOME_CRASHED,
+                "ranks": sorted({r for r in sglang_crash.line_ranks(lines) if r is not None}),
             }
         )
     return results
 
 
+def is_burst(result):
+    """A multi-rank burst: a crash log whose lines name two ranks or more (TP/DP/EP ranks, the
+    detokenizer, the tokenizer manager)."""
+    return result["expected"] not in NOT_FLAGGED and len(result["ranks"]) >= 2
+
+
+def score_splits(results):
+    """score() of the whole corpus and of each split: {"all": ..., "fit": ..., "heldout": ...}."""
+    scores = {"all": score(results)}
+    for split in SPLITS:
+        scores[split] = score([r for r in results if r["split"] == split])
+    return scores
+
+
 def score(results):
-    """Per-label precision/recall, overall accuracy, confusions, flagged no-crash logs."""
+    """Per-label precision/recall, overall accuracy, confusions, flagged no-crash logs,
+    fallbacks (crash logs given the fallback class) and the crash-log count."""
     labels = sorted({r["want"] for r in results} | {r["got"] for r in results})
     per_label = {}
     for label in labels:
@@ -111,8 +168,12 @@ def score(results):
     correct = sum(1 for r in results if r["want"] == r["got"])
     confusions = [r for r in results if r["want"] != r["got"]]
     flagged = [r for r in results if r["expected"] in NOT_FLAGGED and r["got"] not in NOT_FLAGGED.values()]
+    crashes = [r for r in results if r["expected"] not in NOT_FLAGGED]
     return {
         "logs": len(results),
+        "crashes": len(crashes),
+        "fallbacks": [r for r in crashes if r["fallback"]],
+        "bursts": [r for r in results if is_burst(r)],
         "correct": correct,
         "accuracy": correct / len(results) if results else 0.0,
         "per_label": per_label,
@@ -128,7 +189,7 @@ def _version_key(version):
 
 
 def corpus_summary(index):
-    """Sizes the report quotes: logs, classes, stated releases, no-crash logs."""
+    """Sizes the report quotes: logs, sources, classes, stated releases, no-crash logs, split."""
     logs = index["logs"]
     crash_classes = {item["expected"] for item in logs if item["expected"] not in NOT_FLAGGED}
     versions = Counter(
@@ -139,6 +200,9 @@ def corpus_summary(index):
         "crash_classes": sorted(crash_classes),
         "stated_versions": dict(sorted(versions.items(), key=lambda kv: _version_key(kv[0]))),
         "no_crash_logs": sum(1 for item in logs if item["expected"] in NOT_FLAGGED),
+        "sources": len({source_key(item["source"]) for item in logs}),
+        "split": dict(Counter(str(item.get("split")) for item in logs)),
+        "heldout_sources": len({source_key(i["source"]) for i in logs if i.get("split") == "heldout"}),
     }
 
 
@@ -269,6 +333,34 @@ def regex_evidence(entries, corpus_lines, wheels):
     return evidence
 
 
+def release_wording(entries, wheels):
+    """Each regex of the catalogue against the source of EVERY supported release: {(class,
+    field, regex): {version: source file that prints it, or None}}. A regex that no release
+    prints can only be proven by a corpus log (a message of torch, NCCL, CUDA, argparse or
+    Hugging Face, or the wording of a release we do not support); unprinted() lists them."""
+    items = regex_items(entries)
+    word_sets = [words for words in (set(_literal_words(regex)) for _c, _f, regex in items) if words]
+    table = {item: {} for item in items}
+    for version, wheel in wheels.items():
+        strings = wheel_strings(wheel, word_sets)
+        for item in items:
+            pattern = re.compile(item[2])
+            table[item][version] = next(
+                (
+                    name
+                    for name, texts in strings.items()
+                    if any(pattern.search(filled) for text, count in texts for filled in _fillings(text, count))
+                ),
+                None,
+            )
+    return table
+
+
+def unprinted(wording):
+    """The regexes of release_wording() that no supported release prints."""
+    return [item for item, where in wording.items() if where and not any(where.values())]
+
+
 def pinned_wheels(cache=WHEEL_CACHE, versions=PINNED_WHEELS):
     """{version: wheel path} for the pinned versions present in the cache."""
     found = {}
@@ -290,32 +382,62 @@ def _pct(value):
     return "   -  " if value is None else f"{100 * value:5.1f}%"
 
 
-def render(summary, scores, evidence=None):
+def _cell(row):
+    """'correct/logs' of a label in one split, or '-'."""
+    if not row or not row["support"]:
+        return "-"
+    return f"{round(row['recall'] * row['support'])}/{row['support']}"
+
+
+def _accuracy(scores):
+    return f"{scores['correct']}/{scores['logs']} = {100 * scores['accuracy']:.1f}%" if scores["logs"] else "-"
+
+
+def render(summary, scores, evidence=None, wording=None):
+    """The report: sizes, per-class recall in fit and held-out side by side, accuracy per split,
+    fallbacks, bursts, confusions, flagged logs, and (with the wheels) evidence and wording."""
     out = []
     versions = ", ".join(f"{v} ({n})" for v, n in summary["stated_versions"].items())
+    split = summary["split"]
     out.append(
-        f"corpus: {summary['logs']} logs, {len(summary['crash_classes'])} crash classes, "
-        f"{summary['no_crash_logs']} healthy/hang/stopped logs; stated releases: {versions}"
+        f"corpus: {summary['logs']} logs from {summary['sources']} sources, "
+        f"{len(summary['crash_classes'])} crash classes, {summary['no_crash_logs']} healthy/hang/stopped logs; "
+        f"split: {split.get('fit', 0)} fit, {split.get('heldout', 0)} held out "
+        f"({summary['heldout_sources']} sources)"
     )
+    out.append(f"stated releases: {versions}")
     out.append("")
-    out.append(f"{'class (expected label)':32} {'logs':>4} {'got':>4} {'precision':>9} {'recall':>7}")
-    for label, row in scores["per_label"].items():
+    fit, held = scores["fit"]["per_label"], scores["heldout"]["per_label"]
+    out.append(f"{'class (expected label)':30} {'fit':>7} {'heldout':>8} {'precision (all)':>16}")
+    for label, row in scores["all"]["per_label"].items():
+        if not row["support"] and label != FALLBACK:
+            continue
         name = "none (healthy / hang)" if label == NO_CRASH else label
-        out.append(
-            f"{name:32} {row['support']:4d} {row['predicted']:4d}   {_pct(row['precision'])}  {_pct(row['recall'])}"
-        )
+        out.append(f"{name:30} {_cell(fit.get(label)):>7} {_cell(held.get(label)):>8} {_pct(row['precision']):>16}")
     out.append("")
-    out.append(f"accuracy: {scores['correct']}/{scores['logs']} = {100 * scores['accuracy']:.1f}%")
-    if scores["confusions"]:
-        out.append("confusions (expected -> got, file, deciding line):")
-        for r in scores["confusions"]:
-            line = (r["line"] or "")[:120]
-            out.append(f"  {r['want']} -> {r['got']}  {r['file']}  {line}")
+    out.append(f"fit accuracy:      {_accuracy(scores['fit'])}")
+    out.append(f"held-out accuracy: {_accuracy(scores['heldout'])}")
+    out.append(f"all:               {_accuracy(scores['all'])}")
+    for name in SPLITS:
+        part = scores[name]
+        share = f" = {100 * len(part['fallbacks']) / part['crashes']:.1f}% of its crashes" if part["crashes"] else ""
+        out.append(f"fallbacks ({FALLBACK}) in {name}: {len(part['fallbacks'])}{share}")
+        for r in part["fallbacks"]:
+            out.append(f"  {r['file']}  root cause: {(r['root_cause'] or '')[:110]}")
+    bursts = scores["all"]["bursts"]
+    out.append(f"multi-rank bursts: {len(bursts)}")
+    for r in bursts:
+        out.append(f"  {r['file']}: ranks {', '.join(r['ranks'])}; first failing: {r['rank']} -> {r['got']}")
+    if scores["all"]["confusions"]:
+        out.append("confusions (split: expected -> got, file, deciding line):")
+        for r in scores["all"]["confusions"]:
+            line = (r["line"] or "")[:110]
+            out.append(f"  {r['split']}: {r['want']} -> {r['got']}  {r['file']}  {line}")
     else:
         out.append("confusions: none")
-    if scores["flagged_no_crash"]:
+    if scores["all"]["flagged_no_crash"]:
         out.append("FLAGGED healthy/hang/stopped logs:")
-        for r in scores["flagged_no_crash"]:
+        for r in scores["all"]["flagged_no_crash"]:
             out.append(f"  {r['file']} -> {r['got']}: {r['line']}")
     if evidence is not None:
         out.append("")
@@ -323,31 +445,56 @@ def render(summary, scores, evidence=None):
         for (cls, field, regex), where in evidence.items():
             shown = "MISSING" if where is None else f"{where[0]} {where[1]}"
             out.append(f"  {cls} {field}: {regex}  ->  {shown}")
+    if wording is not None:
+        releases = sorted({v for where in wording.values() for v in where}, key=_version_key)
+        out.append("")
+        out.append(f"wording per supported release ({', '.join(releases)}: + prints it, . does not):")
+        for (cls, field, regex), where in wording.items():
+            marks = " ".join("+" if where.get(v) else "." for v in releases)
+            out.append(f"  {marks}  {cls} {field}: {regex}")
+        missing = unprinted(wording)
+        out.append(f"printed by NO supported release ({len(missing)}; proven by corpus logs only):")
+        for cls, field, regex in missing:
+            out.append(f"  {cls} {field}: {regex}")
     return "\n".join(out)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--evidence", action="store_true", help="also show where each regex is proven")
+    parser.add_argument("--evidence", action="store_true", help="also show where each regex is proven, per release")
+    parser.add_argument("--catalog", metavar="PATH", default=str(CATALOG), help="the catalogue to score")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     args = parser.parse_args(argv)
 
     import yaml
 
-    entries = yaml.safe_load(CATALOG.read_text(encoding="utf-8"))
+    entries = yaml.safe_load(Path(args.catalog).read_text(encoding="utf-8"))
     catalog = sglang_crash.compile_catalog(entries)
     index = load_index()
     results = evaluate(catalog, index)
-    scores = score(results)
+    scores = score_splits(results)
     summary = corpus_summary(index)
-    evidence = regex_evidence(entries, corpus_lines(index), pinned_wheels()) if args.evidence else None
-    print(render(summary, scores, evidence))
+    evidence = wording = None
+    if args.evidence:
+        wheels = pinned_wheels()
+        evidence = regex_evidence(entries, corpus_lines(index), wheels)
+        wording = release_wording(entries, wheels)
+    print(render(summary, scores, evidence, wording))
     committed = float(index["committed_accuracy"])
-    print(f"committed accuracy: {100 * committed:.1f}%")
+    committed_heldout = float(index["committed_heldout_accuracy"])
+    print(f"committed floors: {100 * committed:.1f}% (fit), {100 * committed_heldout:.1f}% (held out)")
+    problems = split_problems(index)
+    for problem in problems:
+        print(f"SPLIT: {problem}")
     if args.json:
         payload = {"summary": summary, "scores": scores, "results": results}
         Path(args.json).write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
-    failed = bool(scores["flagged_no_crash"]) or scores["accuracy"] < committed
+    failed = (
+        bool(scores["all"]["flagged_no_crash"])
+        or scores["fit"]["accuracy"] < committed
+        or scores["heldout"]["accuracy"] < committed_heldout
+        or bool(problems)
+    )
     if evidence is not None and any(where is None for where in evidence.values()):
         failed = True
     return 1 if failed else 0
