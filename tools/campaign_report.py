@@ -6,6 +6,7 @@
     python tools/campaign_report.py --ledger results/node-a/ledger.jsonl [--ledger ...]
         --campaign NAME --out-dir results [--calibration results/calibration-NAME.json]
         [--slo results/node-a/slo.jsonl ...] [--tier-docs docs/tiers] [--tiers data/tiers.yml] [--check]
+    python tools/campaign_report.py --results-dir results [--campaign NAME] [--check]
 
 Reads the records of campaign NAME (the ``campaign`` key of each cell's record)
 from every ledger given (a missing one is a warning and a line in the report;
@@ -26,7 +27,16 @@ and writes into DIR:
   concurrency (medians with interval error bars), the difference against the
   baseline with its interval (the A/A arm is the noise floor), output tok/s
   against per-user output tok/s (1000 / mean TPOT), TTFT and TPOT percentiles
-  and the warm-up seconds.
+  and the warm-up seconds;
+* ``campaign-<NAME>.html``: the same analysis as one self-contained page (tools/campaign_html.py:
+  plotly, inlined): throughput per GPU against per-user tok/s with the Pareto frontier, the
+  verdicts and noise floor, the latency percentiles with their sample sizes, the failures with
+  their remedy and every number's provenance.
+
+``--results-dir DIR`` instead of ``--ledger``: every ``DIR/<host>/ledger.jsonl``, and a report of
+each campaign found in them (only ``--campaign``'s when given) from the ledgers that hold its
+records, with ``DIR/calibration-<NAME>.json`` and ``DIR/<host>/slo_search.jsonl`` where they exist
+(``make report`` runs this).
 
 With ``--tier-docs DIR`` it also writes each campaign tier's verdict into the
 status block of ``DIR/<tier>.md`` (the markers tools/render_tier_docs.py
@@ -36,7 +46,7 @@ prints ``out of date: <path>`` for every file that would change and exits 1
 when there is one.
 
 Any record from the simulator labels the title, every table and the PNG
-SYNTHETIC. A missing or empty ``--calibration`` or ``--slo`` file is a warning
+SYNTHETIC (and the HTML page's banner and charts). A missing or empty ``--calibration`` or ``--slo`` file is a warning
 line in the report (and on stderr), not a failure. Files are rewritten only
 when their content changes, each printed as ``changed: <path>``. The statistics live in
 plugins/module_utils/sglang_stats.py; the method is docs/campaign-statistics.md.
@@ -378,7 +388,22 @@ def build_markdown(
     return "\n".join(out)
 
 
-def status_section(analysis: dict, order: list[str]) -> list[str]:
+STATUS_RULE = (
+    "Per host, over every point and workload: crashed when any of its latest cells failed (with the "
+    "class); better / worse when some (point, metric) has that verdict and none the other; mixed when "
+    "both; indistinguishable when every decided comparison is; tested when none could be decided."
+)
+NOISE_FLOOR_RULE = (
+    "The A/A arm (the baseline tier again, as its own arm) against the baseline, per host and workload. It "
+    "must be indistinguishable everywhere; a verdict means that host's intervals understate its noise, "
+    "and its tier verdicts are unconfirmed. The widest interval is about the smallest change that host "
+    "can show everywhere with this many repeats (an end beyond +1000% is written as the ratio, ×N)."
+)
+
+
+def status_rows(analysis: dict, order: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The tier status table (header, rows): one row per arm or catalog tier, one column per host.
+    Shared by the markdown and the HTML page."""
     hosts = analysis["hosts"]
     names: set[str] = set()
     arms: dict[str, dict] = {}
@@ -393,15 +418,14 @@ def status_section(analysis: dict, order: list[str]) -> list[str]:
             state = data["status"].get(arm_name)
             cells.append(fmt_status(state) if state else "not on this host")
         rows.append(cells)
-    out = [
-        "## Tier status",
-        "",
-        "Per host, over every point and workload: crashed when any of its latest cells failed (with the "
-        "class); better / worse when some (point, metric) has that verdict and none the other; mixed when "
-        "both; indistinguishable when every decided comparison is; tested when none could be decided.",
-        "",
-    ]
-    out += table(["Arm / tier", *hosts], rows, analysis["synthetic"])
+    return ["Arm / tier", *hosts], rows
+
+
+def status_section(analysis: dict, order: list[str]) -> list[str]:
+    hosts = analysis["hosts"]
+    header, rows = status_rows(analysis, order)
+    out = ["## Tier status", "", STATUS_RULE, ""]
+    out += table(header, rows, analysis["synthetic"])
     failing = [h for h, d in hosts.items() if d["aa_holds"] is False]
     if failing:
         out += [
@@ -412,8 +436,9 @@ def status_section(analysis: dict, order: list[str]) -> list[str]:
     return out + [""]
 
 
-def noise_floor_section(analysis: dict) -> list[str]:
-    """Each host's noise floor in one table: the A/A verdict and the widest interval per host and workload."""
+def noise_floor_rows(analysis: dict) -> tuple[list[str], list[list[str]]]:
+    """Each host's noise floor (header, rows): the A/A verdict and the widest interval per host and
+    workload. Shared by the markdown and the HTML page."""
     rows = []
     for host, data in analysis["hosts"].items():
         for workload, part in data["workloads"].items():
@@ -437,20 +462,23 @@ def noise_floor_section(analysis: dict) -> list[str]:
                         ),
                     ]
                 )
-    out = [
-        "## Each host's noise floor",
-        "",
-        "The A/A arm (the baseline tier again, as its own arm) against the baseline, per host and workload. It "
-        "must be indistinguishable everywhere; a verdict means that host's intervals understate its noise, "
-        "and its tier verdicts are unconfirmed. The widest interval is about the smallest change that host "
-        "can show everywhere with this many repeats (an end beyond +1000% is written as the ratio, ×N).",
-        "",
+    header = [
+        "Host",
+        "Workload",
+        "A/A arm",
+        "Repeats (A/A / baseline)",
+        "A/A verdict",
+        "Widest interval",
+        "Simultaneous",
     ]
-    out += table(
-        ["Host", "Workload", "A/A arm", "Repeats (A/A / baseline)", "A/A verdict", "Widest interval", "Simultaneous"],
-        rows,
-        analysis["synthetic"],
-    )
+    return header, rows
+
+
+def noise_floor_section(analysis: dict) -> list[str]:
+    """Each host's noise floor in one table: the A/A verdict and the widest interval per host and workload."""
+    header, rows = noise_floor_rows(analysis)
+    out = ["## Each host's noise floor", "", NOISE_FLOOR_RULE, ""]
+    out += table(header, rows, analysis["synthetic"])
     return out + [""]
 
 
@@ -1028,11 +1056,72 @@ def build_png(analysis: dict, order: list[str]) -> bytes:
 # ---------------------------------------------------------------- output
 
 
+def campaigns_in(results_dir: Path) -> dict[str, list[Path]]:
+    """``{campaign: [its hosts' ledgers]}`` of every ``results_dir/<host>/ledger.jsonl``: each
+    campaign with the ledgers that hold at least one of its records (what the campaign playbook
+    passes: its own hosts' ledgers)."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(results_dir.glob("*/ledger.jsonl")):
+        records, _ = read_ledger(str(path))
+        for name in sorted(
+            {(r.get("campaign") or {}).get("name") for r in records if isinstance(r.get("campaign"), dict)} - {None}
+        ):
+            found.setdefault(str(name), []).append(path)
+    return dict(sorted(found.items()))
+
+
+def report_outputs(
+    campaign: str,
+    ledgers: list[Path],
+    out_dir: Path,
+    tiers: Path | None,
+    calibration_path: Path | None = None,
+    slo_paths: list[Path] | None = None,
+    tier_docs: Path | None = None,
+) -> tuple[dict[Path, bytes], dict]:
+    """Every file of one campaign's report and its bytes: ``campaign-<NAME>.md``, ``.png`` and
+    ``.html`` in ``out_dir`` (one analysis, three renderers), and with ``tier_docs`` the tier
+    pages' status blocks. Also returns the analysis."""
+    import campaign_html
+
+    present = [p for p in ledgers if p.is_file()]
+    missing = [f"no such ledger: {p} (its host is missing from this report)" for p in ledgers if not p.is_file()]
+    records, problems = load_records(present)
+    problems = missing + problems
+    for problem in problems:
+        report.warn(problem)
+    catalog, order = tier_catalog(tiers)
+    analysis = stats.campaign_analysis(records, campaign, catalog=catalog)
+    calibration = load_calibration(calibration_path, campaign) if calibration_path is not None else None
+    slo = load_slo(slo_paths) if slo_paths else None
+    for warning in (calibration or {}).get("warnings", []) + (slo or {}).get("warnings", []):
+        report.warn(warning)
+    md_path = out_dir / f"campaign-{campaign}.md"
+    png_path = out_dir / f"campaign-{campaign}.png"
+    html_path = out_dir / f"campaign-{campaign}.html"
+    outputs = {
+        md_path: build_markdown(analysis, order, problems, png_path.name, calibration, slo).encode("utf-8"),
+        png_path: build_png(analysis, order),
+        html_path: campaign_html.build_html(
+            analysis, order, problems, records, md_name=md_path.name, catalog=campaign_html.load_catalog()
+        ),
+    }
+    if tier_docs is not None:
+        outputs.update(tier_pages(analysis, tier_docs, md_path.name))
+    return outputs, analysis
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ledger", type=Path, action="append", required=True, help="a ledger.jsonl (repeatable)")
-    parser.add_argument("--campaign", required=True, help="the campaign's name")
-    parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--ledger", type=Path, action="append", help="a ledger.jsonl (repeatable)")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        help="instead of --ledger: every DIR/<host>/ledger.jsonl, a report for each campaign in them (or --campaign), "
+        "with DIR/calibration-<NAME>.json and DIR/<host>/slo_search.jsonl where they exist",
+    )
+    parser.add_argument("--campaign", help="the campaign's name (required with --ledger)")
+    parser.add_argument("--out-dir", type=Path, help="where the report goes (default: --results-dir)")
     parser.add_argument(
         "--calibration", type=Path, help="the node calibration JSON the campaign playbook writes (shown, not compared)"
     )
@@ -1043,44 +1132,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiers", type=Path, default=ROOT / "data" / "tiers.yml", help="the tier catalog")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is out of date")
     args = parser.parse_args(argv)
-    if not CAMPAIGN_NAME.match(args.campaign):
+    if (args.ledger is None) == (args.results_dir is None):
+        parser.error("give --ledger (one or more) or --results-dir, not both")
+    if args.campaign is not None and not CAMPAIGN_NAME.match(args.campaign):
         parser.error(f"--campaign {args.campaign!r}: use letters, digits, '.', '_' and '-' only")
-    # A host whose ledger was never fetched leaves the others' report standing; none at all is a mistake.
-    present = [p for p in args.ledger if p.is_file()]
-    if not present:
-        parser.error(f"no such ledger: {', '.join(str(p) for p in args.ledger)}")
-    missing = [f"no such ledger: {p} (its host is missing from this report)" for p in args.ledger if not p.is_file()]
-
-    records, problems = load_records(present)
-    problems = missing + problems
-    for problem in problems:
-        report.warn(problem)
-    catalog, order = tier_catalog(args.tiers)
-    analysis = stats.campaign_analysis(records, args.campaign, catalog=catalog)
-    calibration = load_calibration(args.calibration, args.campaign) if args.calibration is not None else None
-    slo = load_slo(args.slo) if args.slo else None
-    for warning in (calibration or {}).get("warnings", []) + (slo or {}).get("warnings", []):
-        report.warn(warning)
-    md_path = args.out_dir / f"campaign-{args.campaign}.md"
-    png_path = args.out_dir / f"campaign-{args.campaign}.png"
-    outputs = {
-        md_path: build_markdown(analysis, order, problems, png_path.name, calibration, slo).encode("utf-8"),
-        png_path: build_png(analysis, order),
-    }
-    if args.tier_docs is not None:
-        outputs.update(tier_pages(analysis, args.tier_docs, md_path.name))
-    if args.check:
-        stale = [p for p, data in outputs.items() if not p.is_file() or p.read_bytes() != data]
-        for path in stale:
-            print(f"out of date: {path}")
-        return 1 if stale else 0
-    for path, data in outputs.items():
-        report.write_if_changed(path, data)
-    print(
-        f"campaign report: {md_path} and {png_path} from {analysis['counts']['cells']} cell(s)"
-        + (" — SYNTHETIC" if analysis["synthetic"] else "")
-    )
-    return 0
+    if args.results_dir is not None:
+        if args.calibration or args.slo:
+            parser.error(
+                "--results-dir finds the calibration and SLO files itself; --calibration and --slo go with --ledger"
+            )
+        jobs = []
+        for name, ledgers in campaigns_in(args.results_dir).items():
+            if args.campaign in (None, name) and CAMPAIGN_NAME.match(name):
+                calibration = args.results_dir / f"calibration-{name}.json"
+                slo = [p.parent / "slo_search.jsonl" for p in ledgers if (p.parent / "slo_search.jsonl").is_file()]
+                jobs.append((name, ledgers, calibration if calibration.is_file() else None, slo))
+        if not jobs:
+            print(f"campaign report: no campaign record in {args.results_dir}/*/ledger.jsonl")
+            return 0
+        out_dir = args.out_dir or args.results_dir
+    else:
+        if args.campaign is None or args.out_dir is None:
+            parser.error("--ledger needs --campaign and --out-dir")
+        # A host whose ledger was never fetched leaves the others' report standing; none at all is a mistake.
+        if not any(p.is_file() for p in args.ledger):
+            parser.error(f"no such ledger: {', '.join(str(p) for p in args.ledger)}")
+        jobs = [(args.campaign, args.ledger, args.calibration, args.slo)]
+        out_dir = args.out_dir
+    stale = []
+    for name, ledgers, calibration, slo in jobs:
+        outputs, analysis = report_outputs(name, ledgers, out_dir, args.tiers, calibration, slo, args.tier_docs)
+        if args.check:
+            stale += [p for p, data in outputs.items() if not p.is_file() or p.read_bytes() != data]
+            continue
+        for path, data in outputs.items():
+            report.write_if_changed(path, data)
+        print(
+            f"campaign report: {out_dir / f'campaign-{name}'}.md, .png and .html from {analysis['counts']['cells']} "
+            "cell(s)" + (" — SYNTHETIC" if analysis["synthetic"] else "")
+        )
+    for path in stale:
+        print(f"out of date: {path}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -56,10 +56,11 @@ from sglang_compare import (  # noqa: E402
 from sglang_ledger import latest_record, read_ledger  # noqa: E402
 
 STATUS_BEGIN = PAGE_STATUS_BEGIN.format(tier="<id>")  # the begin marker as messages name it
-SYNTHETIC_BANNER = (
-    "> **SYNTHETIC — these numbers come from the SGLang-protocol simulator "
-    "(sglang_sim), not from a GPU. They test the pipeline, not SGLang.**"
+SYNTHETIC_TEXT = (
+    "SYNTHETIC — these numbers come from the SGLang-protocol simulator "
+    "(sglang_sim), not from a GPU. They test the pipeline, not SGLang."
 )
+SYNTHETIC_BANNER = f"> **{SYNTHETIC_TEXT}**"  # markdown; tools/campaign_html.py shows SYNTHETIC_TEXT
 VERDICT_MARK = {
     "better": "better",
     "worse": "**worse**",

@@ -1,0 +1,242 @@
+"""tools/campaign_html.py: the campaign's HTML page, built by tools/campaign_report.py from ledgers
+the test writes (the real sglang_ledger.build_record plus the campaign key). What the page must
+show is derived here from the same analysis (sglang_stats.campaign_analysis), never typed in.
+Whether a browser draws it is tests/integration/test_campaign_html_browser.py."""
+
+from __future__ import annotations
+
+import re
+
+import campaign_html
+import campaign_report
+import pytest
+import sglang_stats as stats
+from helpers.paths import REPO
+from helpers.records import AA, BASE, CRASH, NOISE, campaign, cell, write_ledger
+from helpers.reports import parse_dom, plotly_figures
+
+BETTER = ("t02-mscclpp", "tier", tuple(1.12 * f for f in reversed(NOISE)))
+SAME = ("t05-allreduce-fusion", "tier", NOISE)
+TIERS = REPO / "data" / "tiers.yml"
+
+
+def build(tmp_path, cells, name="demo"):
+    """(page text, analysis, records): the analysis and the page as campaign_report.report_outputs
+    makes them (without the markdown and the PNG, which test_campaign_report.py covers)."""
+    ledger = write_ledger(tmp_path / "results" / "node-a" / "ledger.jsonl", cells)
+    records, problems = campaign_report.load_records([ledger])
+    catalog, order = campaign_report.tier_catalog(TIERS)
+    analysis = stats.campaign_analysis(records, name, catalog=catalog)
+    page = campaign_html.build_html(
+        analysis, order, problems, records, md_name=f"campaign-{name}.md", catalog=campaign_html.load_catalog()
+    )
+    return page.decode("utf-8"), analysis, records
+
+
+def demo_cells(simulator=False):
+    host = "sim-local" if simulator else "node-a"
+    cells = campaign([BASE, BETTER, SAME, AA], host=host, simulator=simulator)
+    return cells + [
+        cell("t01-piecewise-cuda-graph", r, [], failure=CRASH, host=host, simulator=simulator) for r in (1, 2)
+    ]
+
+
+def dominated(p, points):
+    return any(q["x"] >= p["x"] and q["y"] >= p["y"] and (q["x"], q["y"]) != (p["x"], p["y"]) for q in points)
+
+
+@pytest.mark.parametrize(
+    ("points", "frontier"),
+    [
+        ([], []),
+        ([(1, 1)], [(1, 1)]),
+        ([(1, 5), (2, 4), (3, 1)], [(1, 5), (2, 4), (3, 1)]),  # a trade-off: all on it
+        ([(1, 5), (2, 4), (1.5, 3), (3, 1)], [(1, 5), (2, 4), (3, 1)]),  # (1.5, 3) is beaten by (2, 4)
+        ([(2, 2), (1, 1), (2, 1), (1, 2)], [(2, 2)]),  # one point beats all
+        ([(1, 3), (1, 3), (2, 1)], [(1, 3), (2, 1)]),  # a tie is kept once
+        ([(3, 1), (1, 3), (2, 3)], [(2, 3), (3, 1)]),  # same y: the larger x wins
+    ],
+)
+def test_pareto_frontier(points, frontier):
+    found = campaign_html.pareto_frontier([{"x": x, "y": y} for x, y in points])
+    assert [(p["x"], p["y"]) for p in found] == frontier
+
+
+def test_page_is_self_contained_and_deterministic(tmp_path):
+    page, _, _ = build(tmp_path, demo_cells())
+    # The same ledger gives the same bytes through the report's own path (write_if_changed and
+    # --check rely on it).
+    ledger = tmp_path / "results" / "node-a" / "ledger.jsonl"
+    for _ in range(2):
+        outputs, _ = campaign_report.report_outputs("demo", [ledger], tmp_path / "out", TIERS)
+        assert outputs[tmp_path / "out" / "campaign-demo.html"].decode("utf-8") == page
+    dom = parse_dom(page)
+    # Nothing is fetched: no external script, style sheet, image or frame; plotly.js is inline.
+    for node in dom.iter():
+        for attr in ("src", "href"):
+            assert not node.attrs.get(attr), (node.tag, node.attrs)
+    scripts = dom.find_all("script")
+    import plotly.offline
+
+    assert any(s.text == plotly.offline.get_plotlyjs() for s in scripts)
+    assert "<link" not in page and "cdn.plot.ly/plotly" not in page.split("</head>", 1)[1]
+    assert "SYNTHETIC" not in page and not dom.find_all(cls="synthetic-banner")
+
+
+def test_pareto_chart_series_frontier_and_error_bars(tmp_path):
+    page, analysis, records = build(tmp_path, demo_cells())
+    part = analysis["hosts"]["node-a"]["workloads"]["default"]
+    figures = plotly_figures(page)
+    pareto = figures["pareto-0"]
+    traces = {t["name"]: t for t in pareto["data"]}
+    # One series per arm that has a median per-user and output value somewhere; the crashed t01 has none.
+    expected = {
+        name
+        for name, arm in part["arms"].items()
+        if any(
+            arm["points"][c][stats.PER_USER]["median"] is not None
+            and arm["points"][c]["output_throughput"]["median"] is not None
+            for c in arm["concurrencies"]
+        )
+    }
+    assert set(traces) == expected | {campaign_html.FRONTIER}
+    assert "t01-piecewise-cuda-graph" not in expected
+    # The helper's records name no GPU count: the axis is all GPUs' output tok/s, and says so.
+    assert "all GPUs" in pareto["layout"]["yaxis"]["title"]["text"]
+    candidates = []
+    for name in expected:
+        arm = part["arms"][name]
+        trace = traces[name]
+        for x, y, c, plus, minus in zip(
+            trace["x"],
+            trace["y"],
+            arm["concurrencies"],
+            trace["error_y"]["array"],
+            trace["error_y"]["arrayminus"],
+            strict=True,
+        ):
+            summary = arm["points"][c]["output_throughput"]
+            assert (x, y) == (arm["points"][c][stats.PER_USER]["median"], summary["median"])
+            assert (y + plus, y - minus) == pytest.approx((summary["ci_high"], summary["ci_low"]))
+            if arm["role"] != stats.ROLE_AA:
+                candidates.append({"x": x, "y": y})
+    frontier = traces[campaign_html.FRONTIER]
+    want = sorted((p["x"], p["y"]) for p in candidates if not dominated(p, candidates))
+    assert sorted(zip(frontier["x"], frontier["y"], strict=True)) == want and len(want) >= 2
+    # Hover: each repeat's value with its record id.
+    hover = traces["t02-mscclpp"]["hovertext"][0]
+    used = [c["record_id"][:8] for c in part["arms"]["t02-mscclpp"]["cells"]]
+    assert all(f"record {rid}" in hover for rid in used)
+
+
+def test_per_gpu_when_the_records_name_their_gpus(tmp_path):
+    cells = campaign([BASE, BETTER], repeats=3)
+    for entry in cells:
+        entry["server_info"] = {"tp_size": 8 if entry["tier"] == "baseline" else 4, "dp_size": 1}
+    page, analysis, _ = build(tmp_path, cells)
+    pareto = plotly_figures(page)["pareto-0"]
+    traces = {t["name"]: t for t in pareto["data"]}
+    arms = analysis["hosts"]["node-a"]["workloads"]["default"]["arms"]
+    for name, gpus in (("baseline", 8), ("t02-mscclpp", 4)):
+        medians = [arms[name]["points"][c]["output_throughput"]["median"] / gpus for c in arms[name]["concurrencies"]]
+        assert traces[name]["y"] == pytest.approx(medians)
+    assert pareto["layout"]["yaxis"]["title"]["text"].startswith("output tok/s per GPU")
+    assert campaign_html.gpus_of({"server_info": {"tp_size": 4, "dp_size": 2}}) == 8
+    assert campaign_html.gpus_of({"server_info": {"tp_size": 4, "dp_size": 2, "enable_dp_attention": True}}) == 4
+    assert campaign_html.gpus_of({"model": {"tp_size": 2}}) == 2 and campaign_html.gpus_of({}) is None
+
+
+def rows_of(dom, heading: str) -> list[list[str]]:
+    """The text of the cells of the first table after the heading whose text starts with ``heading``."""
+    nodes = list(dom.iter())
+    start = next(i for i, n in enumerate(nodes) if n.tag in ("h2", "h3") and n.all_text().startswith(heading))
+    found = next(n for n in nodes[start:] if n.tag == "table")
+    return [[td.all_text().strip() for td in tr.find_all("td")] for tr in found.find_all("tr")[1:]]
+
+
+def test_tables_match_the_markdown_numbers(tmp_path):
+    page, analysis, records = build(tmp_path, demo_cells())
+    dom = parse_dom(page)
+    part = analysis["hosts"]["node-a"]["workloads"]["default"]
+    verdicts = {(r[0], r[2]): r for r in rows_of(dom, "Verdicts against baseline")}
+    metrics = [m for m, _ in stats.VERDICT_METRICS]
+    for name, arm in part["arms"].items():
+        for c, point in (arm["comparison"] or {}).items():
+            row = verdicts[(name, str(c))]
+            assert row[1] == ("A/A: noise floor" if arm["role"] == stats.ROLE_AA else "tier")
+            assert row[4:7] == [
+                f"{campaign_report.fmt_difference(point[m])} {campaign_report.fmt_verdict(point[m])}".replace("**", "")
+                for m in metrics
+            ]
+            assert row[7] == campaign_html.NO_QUALITY
+            assert re.fullmatch(r"\d+ record\(s\).*", row[8], re.S)
+    assert verdicts[("t01-piecewise-cuda-graph", "—")][4] == "— (no ok point)"
+    status = {r[0]: r[1] for r in rows_of(dom, "Tier status")}
+    header, md_rows = campaign_report.status_rows(analysis, [])
+    assert status["t02-mscclpp"] == dict((r[0], r[1]) for r in md_rows)["t02-mscclpp"]
+    floors = rows_of(dom, "Each host's noise floor")
+    assert floors[0][4].startswith("holds: all")
+    # Latency percentiles with their n and the requests behind each cell.
+    latency = {(r[0], r[1]): r for r in rows_of(dom, "TTFT and TPOT percentiles")}
+    base = part["arms"]["baseline"]
+    for c in base["concurrencies"]:
+        row = latency[("baseline", str(c))]
+        assert row[2] == str(base["points"][c]["p99_ttft_ms"]["n"])
+        assert row[3] == ", ".join(str(max(2 * c, 10)) for _ in base["cells"])  # the helper's completed count
+        assert row[5] == campaign_report.fmt_summary(base["points"][c]["p99_ttft_ms"])
+    # Failures: class and a remedy (the record has none here: the crash catalog's is looked up).
+    failed = rows_of(dom, "Failed and excluded cells")
+    assert failed[0][:3] == ["t01-piecewise-cuda-graph/default/r1", "1", CRASH["class"]]
+    assert failed[0][6]
+    # Provenance: every record of the ledger, with its launch script hash column.
+    provenance = rows_of(dom, "Cells and their provenance")
+    assert sorted(r[2] for r in provenance) == sorted(r["record_id"] for r in records)
+
+
+def test_failure_remedy_comes_from_the_record_first(tmp_path):
+    failure = {**CRASH, "class": "kv_cache_no_memory", "remedy": "lower --mem-fraction-static", "explanation": "x"}
+    page, _, _ = build(tmp_path, campaign([BASE], repeats=2) + [cell("t02-mscclpp", 1, [], failure=failure)])
+    (row,) = rows_of(parse_dom(page), "Failed and excluded cells")
+    assert row[2] == "kv_cache_no_memory" and row[6] == "lower --mem-fraction-static (x)"
+    catalog = campaign_html.load_catalog()
+    remedy, _ = campaign_html.remedy_for("kv_cache_no_memory", {"remedy": None, "explanation": None}, catalog)
+    assert remedy and remedy != "no remedy recorded for this class"
+    assert campaign_html.remedy_for("nope", {"remedy": None, "explanation": None}, catalog)[0] == (
+        "no remedy recorded for this class"
+    )
+
+
+def test_synthetic_everywhere(tmp_path):
+    page, analysis, _ = build(tmp_path, demo_cells(simulator=True))
+    assert analysis["synthetic"]
+    dom = parse_dom(page)
+    (banner,) = dom.find_all(cls="synthetic-banner")
+    assert banner.all_text().startswith("SYNTHETIC")
+    figures = plotly_figures(page)
+    assert len(figures) == 2
+    for figure in figures.values():
+        assert figure["layout"]["title"]["text"].startswith("SYNTHETIC")
+        assert any(a["text"] == "SYNTHETIC" for a in figure["layout"]["annotations"])
+    tables = dom.find_all("table")
+    assert len(tables) >= 6 and all("(SYNTHETIC)" in t.find_all("th")[0].all_text() for t in tables)
+
+
+def test_results_dir_writes_every_campaign(tmp_path, capsys):
+    results = tmp_path / "results"
+    write_ledger(results / "node-a" / "ledger.jsonl", campaign([BASE, AA], repeats=2))
+    write_ledger(results / "node-b" / "ledger.jsonl", campaign([BASE], repeats=2, host="node-b", campaign="other"))
+    write_ledger(results / "node-c" / "ledger.jsonl", [])
+    assert campaign_report.main(["--results-dir", str(results), "--tiers", str(TIERS)]) == 0
+    for name in ("demo", "other"):
+        for suffix in ("md", "png", "html"):
+            assert (results / f"campaign-{name}.{suffix}").is_file()
+    # Each campaign from its own hosts' ledgers only.
+    assert "## Host node-b" not in (results / "campaign-demo.md").read_text()
+    assert campaign_report.main(["--results-dir", str(results), "--tiers", str(TIERS), "--check"]) == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    capsys.readouterr()
+    assert campaign_report.main(["--results-dir", str(empty)]) == 0
+    assert "no campaign record" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        campaign_report.main(["--results-dir", str(results), "--ledger", str(results / "node-a" / "ledger.jsonl")])
