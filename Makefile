@@ -23,7 +23,7 @@ WORK := .work
 RESULTS := results
 DEMO_TIER ?= t03-single-batch-overlap
 
-.PHONY: help venv demo test lint pytest unit wheels molecule containers check-tiers tier-docs manifests flag-history perf campaign-demo fleet-demo report real-gpu-kit real-gpu-check gpu-check clean distclean
+.PHONY: help venv demo test lint pytest unit wheels molecule containers check-tiers tier-docs manifests flag-history perf campaign-demo fleet-demo report browser real-gpu-kit real-gpu-check gpu-check clean distclean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,7 +47,8 @@ demo: $(STAMP) ## Run the baseline and one more tier against the simulator, then
 # starting, containers booting), so on CI's 2 cores they finish together in about the time
 # of the longer one instead of one after the other. Their output interleaves as it comes
 # (make's --output-sync would hold each back until it ends: no progress for half an hour).
-test: $(STAMP) lint ## Lint, then pytest and every molecule scenario side by side (what CI runs)
+# browser first: its apt-get must not race setup-podman.sh's under -j2 (on a fresh machine).
+test: $(STAMP) lint browser ## Lint, then pytest and every molecule scenario side by side (what CI runs)
 	$(MAKE) --no-print-directory -j2 pytest molecule
 
 lint: $(STAMP) ## yamllint, ansible-lint (production), ruff, shellcheck
@@ -70,7 +71,7 @@ $(WHEEL_CACHE)/%/.fetched: | $(STAMP)
 wheels: $(WHEELS) ## Fetch the SGLang wheels the flag-manifest tests parse
 
 # Everything under tests/ (pyproject.toml's testpaths): tests/integration and tests/unit.
-pytest: $(STAMP) $(WHEELS) ## Unit and integration tests (simulator, modules, playbooks)
+pytest: $(STAMP) $(WHEELS) browser ## Unit and integration tests (simulator, modules, playbooks, the HTML report in Chromium)
 	$(VPY) -m pytest -q
 
 # The folder is the selection: tests/unit holds no playbook run and no server (tests/conftest.py
@@ -78,6 +79,9 @@ pytest: $(STAMP) $(WHEELS) ## Unit and integration tests (simulator, modules, pl
 # fails after 2 min (pytest-timeout), not the 15 min an integration test is given.
 unit: $(STAMP) $(WHEELS) ## Unit tests only (tests/unit): no playbook runs, no servers (about two minutes)
 	$(VPY) -m pytest -q tests/unit --timeout=120
+
+browser: ## Install headless Chromium (Debian's package) for the campaign HTML page's browser test
+	bash tools/browser/setup-chromium.sh
 
 containers: $(STAMP) ## Install podman and build the local Debian test image (cached)
 	bash tools/containers/setup-podman.sh
@@ -114,7 +118,7 @@ campaign-demo: $(STAMP) ## A small campaign on the simulator (baseline, t03, cra
 fleet-demo: $(STAMP) ## One campaign on two simulator nodes in parallel: calibration, verdicts per host, an SLO search, the report
 	$(VBIN)/ansible-playbook -i inventory/local.yml -i inventory/fleet-local.yml playbooks/campaign.yml -e campaign=data/campaigns/fleet-demo.yml
 
-report: $(STAMP) ## Markdown report + PNG chart from results/*/ledger.jsonl
+report: $(STAMP) ## Markdown report + PNG chart, and each campaign's .md/.png/.html, from results/*/ledger.jsonl
 	$(VBIN)/ansible-playbook playbooks/report.yml
 
 real-gpu-kit: $(STAMP) ## Build here what real-gpu-check carries to the lent H200 (.whl, .awhl, .device-kit)
