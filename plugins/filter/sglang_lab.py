@@ -9,6 +9,7 @@
   runnable ids and titles; C(sglang_argv_check) checks an argv against a flag manifest.
 - experiment (module_utils/sglang_failure.py, shared with module sglang_ledger_append):
   C(sglang_failed_step) names the step of a failed task from its sglang_experiment_<step> tag;
+  C(sglang_interrupted_result) gives an interrupted task's result the class interrupted;
   C(sglang_experiment_failure) builds the closing message of a failed experiment.
 - campaigns (module_utils/sglang_campaign.py, shared with module sglang_campaign_plan):
   C(sglang_campaign_load) reads and checks a campaign file against data/campaigns/schema.json;
@@ -37,7 +38,7 @@ name: sglang_lab
 short_description: Tier planning, experiment failures and benchmark settings for sglang-lab
 description:
   - C(sglang_launch_plan), C(sglang_launch_plans), C(sglang_tier_catalog), C(sglang_argv_check) (tiers).
-  - C(sglang_failed_step), C(sglang_experiment_failure) (experiment).
+  - C(sglang_failed_step), C(sglang_interrupted_result), C(sglang_experiment_failure) (experiment).
   - C(sglang_bench_settings) (benchmark settings), C(sglang_patch_states) (FlashInfer patch list).
   - C(sglang_step_argument_spec) (the later steps' argument specs, checked before the lock).
   - C(sglang_campaign_load), C(sglang_campaign_cell), C(sglang_campaign_outcome),
@@ -101,6 +102,10 @@ def sglang_failed_step(task):
     return _load("sglang_failure").failed_step(task or {})
 
 
+def sglang_interrupted_result(result, signal_name):
+    return _load("sglang_failure").interrupted_result(result, signal_name)
+
+
 def sglang_experiment_failure(outcome):
     """The closing message; ``outcome`` is the mapping role sglang_experiment's restore step builds.
 
@@ -122,7 +127,7 @@ def sglang_experiment_failure(outcome):
         expected_class=outcome.get("expected_class"),
         message=failure.get("message") or result.get("msg"),
         ledger_line=logic.ledger_line(outcome.get("ledger"), recorded, outcome.get("record_error")),
-        restore_line=logic.restore_line(outcome.get("restore"), outcome.get("restored")),
+        restore_line=logic.restore_line(outcome.get("restore"), outcome.get("restored"), outcome.get("interrupted")),
     )
 
 
@@ -250,6 +255,7 @@ class FilterModule:
             "sglang_tier_catalog": sglang_tier_catalog,
             "sglang_argv_check": sglang_argv_check,
             "sglang_failed_step": sglang_failed_step,
+            "sglang_interrupted_result": sglang_interrupted_result,
             "sglang_experiment_failure": sglang_experiment_failure,
             "sglang_bench_settings": sglang_bench_settings,
             "sglang_patch_states": sglang_patch_states,

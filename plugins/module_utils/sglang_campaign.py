@@ -80,6 +80,8 @@ TRANSIENT_CLASSES = frozenset(
         "server_unreachable",
         "bench_timeout",
         "port_in_use",
+        # The run was stopped by a person or a supervisor (SIGINT / SIGTERM): the next run tries it again.
+        "interrupted",
     }
 )
 

@@ -136,7 +136,8 @@ def decide_failure(points=None, failure=None, task=None, result=None, crash=None
 
     First found:
 
-    1. ``failure`` given with a ``class`` (a caller that knows);
+    1. ``failure`` given with a ``class`` (a caller that knows); then an interrupted run
+       (``result['failure_class']`` ``interrupted``, see interrupted_result), with its step;
     2. ``crash``: the server's classified crash (``sglang_server_crash`` of the
        ready-wait: at start-up, or the death seen after a failed warm-up or
        benchmark), with its line, explanation, remedy and log excerpt;
@@ -163,6 +164,10 @@ def decide_failure(points=None, failure=None, task=None, result=None, crash=None
     step = failed_step(task)
     task_name = task.get("name") or None
     task_message = _truncate(result.get("msg"), MESSAGE_CHARS) if result.get("msg") else None
+    if result.get("failure_class") == INTERRUPTED_CLASS:
+        # Before the crash: a ready-wait cut short reads as a server that never got ready.
+        return {"class": INTERRUPTED_CLASS, "step": result.get("failure_step") or step or task_name,
+                "message": task_message, "task": task_name}
     if crash and crash.get("crash_class"):
         return {
             "class": crash["crash_class"],

@@ -40,7 +40,11 @@ SCHEMA_VERSION = 1
 # Record outcome.
 STATUS_SUCCESS = "success"
 STATUS_FAILED = "failed"
-RECORD_STATUSES = (STATUS_SUCCESS, STATUS_FAILED)
+# A run that a person or a supervisor stopped (SIGINT / SIGTERM to ansible-playbook): its failure
+# class is ``interrupted`` and it says nothing about the tier (plugins/callback/sglang_interrupt.py).
+STATUS_INTERRUPTED = "interrupted"
+RECORD_STATUSES = (STATUS_SUCCESS, STATUS_FAILED, STATUS_INTERRUPTED)
+INTERRUPTED_CLASS = "interrupted"
 
 # Point outcome.
 POINT_OK = "ok"
@@ -142,6 +146,9 @@ def validate_record(record):
     if status == STATUS_FAILED:
         if not isinstance(failure, dict) or not failure.get("class"):
             problems.append("a failed record needs failure.class")
+    elif status == STATUS_INTERRUPTED:
+        if not isinstance(failure, dict) or failure.get("class") != INTERRUPTED_CLASS:
+            problems.append(f"an interrupted record needs failure.class {INTERRUPTED_CLASS!r}")
     elif status == STATUS_SUCCESS and failure:
         problems.append("a successful record must have failure null")
     points = record.get("points")
@@ -457,7 +464,8 @@ def build_record(
     only when given.
 
     ``status`` is "success" only when nothing failed, there is at least one
-    point, and every point is ok; otherwise "failed" with the failure that
+    point, and every point is ok; "interrupted" when the failure is the run's
+    interruption (class ``interrupted``); otherwise "failed" with the failure that
     sglang_failure.decide_failure finds in ``failure``, ``crash``,
     ``failed_task``/``failed_result`` and the points, else "no_points".
     """
@@ -470,7 +478,9 @@ def build_record(
             "step": "benchmark",
             "message": "the run recorded no benchmark point",
         }
-    status = STATUS_FAILED if failure else STATUS_SUCCESS
+    status = STATUS_SUCCESS
+    if failure:
+        status = STATUS_INTERRUPTED if failure.get("class") == INTERRUPTED_CLASS else STATUS_FAILED
     record = {
         "schema_version": SCHEMA_VERSION,
         "record_id": record_id or new_record_id(),

@@ -302,6 +302,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_points import (
+    Interrupted,
     build_client_argv,
     default_timeout,
     end_standby,
@@ -459,6 +460,35 @@ class _WarmupGate:
         return self.failure is None
 
 
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _interrupted(module, exc, specs, offsets, gate):
+    """Fail with class interrupted and the points that completed before the signal (their
+    result lines are in the output files; the client's group was killed by then)."""
+    done = []
+    for spec in specs:
+        results = read_new_results(spec["output_file"], offsets.get(spec["id"], 0))
+        if results:
+            point = point_from_result(results[-1], spec["concurrency"], spec["repeat"], spec["num_prompts"])
+            point["output_file"] = spec["output_file"]
+            done.append(point)
+    name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+    warmed = gate is None or gate.summary is not None
+    module.fail_json(
+        msg=f"sglang_bench: interrupted by {name} during the {'benchmark' if warmed else 'warm-up'}; "
+        f"{len(done)} of {len(specs)} point(s) had completed; the client's processes were ended.",
+        failure_class="interrupted",
+        failure_step="benchmark" if warmed else "warmup",
+        points=done,
+        warmup=gate.summary if gate else None,
+    )
+
+
 def main():
     argument_spec = dict(
         mode=dict(type="str", choices=["run", "parse"], default="run"),
@@ -565,6 +595,7 @@ def main():
         except OSError as exc:
             module.fail_json(msg=f"sglang_bench: cannot create {output_dir} for the output files: {exc}")
     gate = _WarmupGate(warmup) if warmup else None
+    offsets = {spec["id"]: _size(spec["output_file"]) for spec in specs}
     standby = None
     if p["standby_dir"]:
         standby = read_standby(p["standby_dir"])
@@ -585,6 +616,8 @@ def main():
             gate=gate,
             standby=standby,
         )
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through raise_on_sigterm: the client is gone
+        _interrupted(module, exc, specs, offsets, gate)
     except OSError as exc:
         module.fail_json(
             msg=f"sglang_bench: cannot start the client {command[0]!r}: {exc}; check client_command "
