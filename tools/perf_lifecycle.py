@@ -405,8 +405,9 @@ def run_playbook(private, tier, timeout):
     return rc, wall, log
 
 
-def run_anchor_cycle(private, record, port, interval, timeout):
-    """tools/perf_seeds_cycle.sh on the tier's rendered launch script, with the record's benchmark settings."""
+def run_anchor_cycle(private, record, port, interval, timeout, module=None):
+    """tools/perf_seeds_cycle.sh on the tier's rendered launch script, with the record's benchmark settings.
+    ``module``: the server's module for the script's pkill pattern (default: the simulator's)."""
     settings = bench_settings(record)
     out = private / "anchor"
     command = ["bash", str(ROOT / "tools" / "perf_seeds_cycle.sh"),
@@ -420,6 +421,8 @@ def run_anchor_cycle(private, record, port, interval, timeout):
                "--input-len", str(settings["input_len"]), "--output-len", str(settings["output_len"]),
                "--range-ratio", str(settings["range_ratio"]), "--request-rate", settings["request_rate"],
                "--seed", str(settings["seed"]), "--interval", str(interval)]
+    if module:
+        command += ["--module", module]
     if settings["dataset_path"]:
         command += ["--dataset-path", settings["dataset_path"]]
     if settings["warmup_requests"] is not None:

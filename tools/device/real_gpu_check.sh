@@ -26,6 +26,13 @@
 #                                                 which dies at start-up and is restored from the
 #                                                 plan module sglang_ledger_info makes on the host
 #                                                 (restore: true), then a verified stop
+#   PHASE=perf bash tools/device/real_gpu_check.sh  on its own: experiment.yml and the same cycle by
+#                                                 hand, alternating, RUNS (3) times each
+#                                                 (tools/device/perf_real.py: perf.json), then the
+#                                                 tier validated again (the parser's verdict kept)
+#   PHASE=int bash tools/device/real_gpu_check.sh   on its own: SIGINT to the playbook 3 s into the
+#                                                 benchmark, SIGKILL of the controller during the
+#                                                 ready-wait (tools/device/interrupt_real.sh)
 #   PHASE=e bash tools/device/real_gpu_check.sh   a campaign (CAMPAIGN, default
 #                                                 data/campaigns/h200-tiny.yml) under its budget;
 #                                                 run it again and it resumes. The report is made
@@ -118,6 +125,21 @@ elif [ "$PHASE" = h ]; then
   snap restored_h
   step stop_h playbooks/stop.yml
   snap after_stop_h
+elif [ "$PHASE" = perf ]; then
+  # Ours and by hand on the same tier and workload, alternating (tools/device/perf_real.py), then the
+  # parser's verdict kept: the same tier validated again.
+  python3 tools/device/perf_real.py --out "$REC/${PERF_DIR:-perf}" --work $WORK --tier baseline --runs "${RUNS:-3}" \
+    --copy-to "${OUT:-/tmp}/${PERF_DIR:-perf}.json" \
+    -- "${AP[@]}" 2>&1 | tee -a "$REC/summary.txt"
+  step validate_again playbooks/validate.yml -e tier=baseline
+  grep -E "accepted tier|prepare_server_args" -A2 "$REC/validate_again.out" | head -6 | tee -a "$REC/summary.txt"
+  step stop_perf playbooks/stop.yml
+elif [ "$PHASE" = int ]; then
+  # Interrupts (tools/device/interrupt_real.sh): SIGINT 3 s into the benchmark, then SIGKILL of the
+  # controller during the ready-wait and the next experiment after it.
+  bash tools/device/interrupt_real.sh "$REC" "${AP[@]}" 2>&1 | tee -a "$REC/summary.txt"
+  cp "$REC"/int_*.out "$REC/summary.txt" "${OUT:-/tmp}/" 2>/dev/null
+  step stop_int playbooks/stop.yml
 elif [ "$PHASE" = e ]; then
   n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
   step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
