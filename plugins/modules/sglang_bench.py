@@ -637,6 +637,9 @@ def main():
             points=[],
             cmd=command,
         )
+    runs = outcome.get("runs") or [{}]
+    # Whether the first client process was the standby one, imported while the server loaded.
+    client["standby"] = bool(runs[0].get("standby"))
     facts = {
         "points": points,
         "provenance": _provenance(module, client),

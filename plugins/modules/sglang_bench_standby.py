@@ -16,7 +16,7 @@ description:
   - A standby client never outlives its purpose. It exits without sending anything when
     the server's pid (O(server_pid)) ends, when O(max_wait) passes, or when it is told to
     abort (O(state=absent), or a warm-up that failed). Its leash is the controller's
-    ansible-playbook process when the controller runs on this host: when that process
+    ansible-playbook process when the controller runs on this host - when that process
     ends (an interrupted play), the client kills its own process group within 0.2 s.
   - The client started replaces any standby client already in O(directory).
 extends_documentation_fragment:

@@ -107,10 +107,9 @@ def ours(args, index, out):
     load, _sources = pl.record_load_seconds(record, server_state, pl._read_json(work / "run" / "wait_ready.json"))
     bench, warmup = pl.traffic_seconds(record["points"]), pl.warmup_seconds(record)
     tasks = task_times(lines, wall)
-    runs = (record.get("client") or {}).get("runs") or []
     entry.update(pl.cycle_figure(wall, load, bench + warmup), bench_traffic_s=round(bench, 3),
                  warmup_s=round(warmup, 3), record_id=record.get("record_id"), steps=step_breakdown(tasks),
-                 tasks=tasks, standby_client=bool(runs and runs[0].get("standby")))
+                 tasks=tasks, standby_client=bool((record.get("client") or {}).get("standby")))
     return entry, record
 
 
