@@ -17,17 +17,11 @@ import signal
 import subprocess
 import time
 
-import pytest
 from helpers.paths import ANSIBLE_CFG, LOCAL_INVENTORY, REPO, VENV_BIN
 from helpers.playbooks import experiment_lab_fixture
 
 lab = experiment_lab_fixture("interrupt")
 CLIENT = "sglang_bench_client.py"
-
-
-@pytest.fixture(scope="module")
-def baseline(lab):
-    return lab.succeed(tier="baseline")
 
 
 def clients(lab):
@@ -107,7 +101,7 @@ def text_in(path, needle):
     return check
 
 
-def test_sigint_during_the_benchmark(lab, baseline, tmp_path):
+def test_sigint_during_the_benchmark(lab, tmp_path):
     standby_log = lab.work / "results" / "standby" / "client.log"
     standby_log.unlink(missing_ok=True)
     rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda _log: standby_log, '"event": "start"'),
@@ -117,14 +111,14 @@ def test_sigint_during_the_benchmark(lab, baseline, tmp_path):
     assert "restore: skipped: the run was interrupted (SIGINT)" in out
 
 
-def test_sigint_during_the_warmup(lab, baseline, tmp_path):
+def test_sigint_during_the_warmup(lab, tmp_path):
     rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda log: log, "Benchmark every point in one client"),
                                    signal.SIGINT, group=True, pause=3.0, sglang_bench_warmup_requests=4000)
     assert rc != 0 and left < 2.0
     assert_recorded(lab, new, "warmup")
 
 
-def test_sigterm_during_the_ready_wait(lab, baseline, tmp_path):
+def test_sigterm_during_the_ready_wait(lab, tmp_path):
     rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda log: log, "Wait for the SGLang server to be ready"),
                                    signal.SIGTERM, group=False, pause=1.0, limit=5.0,
                                    sglang_experiment_server_env={"SGLANG_SIM_LOAD_SECONDS": "60"})
@@ -136,7 +130,7 @@ def test_sigterm_during_the_ready_wait(lab, baseline, tmp_path):
     assert "restore: skipped: the run was interrupted (SIGTERM)" in out
 
 
-def test_sigint_during_validate_touches_nothing(lab, baseline, tmp_path):
+def test_sigint_during_validate_touches_nothing(lab, tmp_path):
     lab.ensure_server()
     server = lab.server()
     rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda log: log, "Check that the whole experiment can run"),
