@@ -209,7 +209,14 @@ def test_check_mode_writes_nothing(tmp_path):
 # --------------------------------------------------------------------------- role: rejections
 
 FAKE_PYTHON = """#!/usr/bin/env bash
-# Stands in for <ml-env>/bin/python running SGLang's prepare_server_args: records its arguments.
+# Stands in for <ml-env>/bin/python. Asked which SGLang it has (sglang_parser_check's fingerprint,
+# which reads package metadata and imports no SGLang), it answers as an install of 0.5.10.post1
+# would; asked to run SGLang's prepare_server_args, it records its arguments.
+case "$2" in
+  *metadata.distribution*)
+    echo '{{"installed": true, "version": "0.5.10.post1", "server_args": "x", "server_args_sha256": "0"}}'
+    exit 0 ;;
+esac
 printf '%s\\0' "$@" > {calls}
 if [ "${{FAKE_REJECT:-0}}" = 1 ]; then
   echo "usage: sglang serve [-h] --model-path MODEL_PATH" >&2
@@ -311,7 +318,9 @@ def test_role_rejections_name_the_problem(tmp_path):
     assert args[0] == b"-c" and b"prepare_server_args(sys.argv[1:])" in args[1]
     assert args[2:4] == [b"--model", b"lukealonso/GLM-5-NVFP4"] and b"--ep-size" in args
     assert outcome("user_tier")[0] == "accepted"
-    assert not d["launch"].exists()  # validation renders nothing
+    # validation renders no script: the launch dir holds at most the parser's cache of acceptances
+    assert sorted(p.name for p in d["launch"].iterdir()) == ["parser-cache"]
+    assert any((d["launch"] / "parser-cache").iterdir())  # the accepted argv was kept
     summary = results["Show the catalog"][0][1]["sglang_launch_catalog"]
     assert summary["ids"][0] == "baseline" and summary["ids"][-1] == "ep8-mscclpp"
     assert "t06-l2-cache-pinning" in summary["ids"] and "t06-l2-cache-pinning" not in summary["runnable"]
