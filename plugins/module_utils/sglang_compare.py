@@ -1,75 +1,115 @@
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Compare a ledger record with the latest successful baseline.
+"""Compare a ledger record with the baseline: the experiment's verdicts, by the campaign's method.
 
-Pure functions over ledger records (docs/ledger.md), used by module
-sglang_bench_compare and tools/report.py. Standard library only.
+Pure functions over ledger records (docs/ledger.md), used by modules sglang_bench_compare and
+sglang_ledger_append (its ``compare`` option) and by tools/report.py. Standard library only; the
+statistics are sglang_interval's, the same code the campaign report's verdicts come from
+(docs/campaign-statistics.md). There is no fixed threshold: a verdict needs an interval.
 
-A record is compared, concurrency by concurrency, with the latest record that
-is from the baseline tier, successful, from the same host and target kind
-(simulator or not), for the same model, dataset, input and output length and
-range ratio, and that has ok points at that concurrency. Repeats of a point
-are reduced to their median; the spread (min/max, and the interquartile range
-from four repeats up) is reported beside it. The verdict compares the median's
-change with the noise threshold, which the output states.
+**Arms.** The candidate arm is the record and every earlier successful record of the same tier
+with the same launch script (``launch.script_sha256``); the baseline arm is every earlier
+successful record of the baseline tier with the script of the latest of them. Both only from
+records that share the record's host, target kind (simulator or not), model, workload (dataset,
+lengths, range ratio) and simulator settings. A record is one server start; its value at a
+concurrency is the median of its ok points there (its within-server repeats).
+
+**Scope.** Per concurrency:
+
+* ``server_starts`` - both arms have at least 2 records with a value: the interval is over
+  server starts, the variation a user meets when running the tier again.
+* ``within_server`` - otherwise, when the record and the latest baseline record each have at
+  least 2 ok repeats there (``sglang_bench_repeats``): the interval is over those repeats, one
+  server start each, and it is shown - but it gives no verdict. It covers the noise between
+  back-to-back runs on a warm server, not what changes between starts (placement, compilation,
+  a cold node): simulate_experiment finds 17 % of A/A records with a false verdict when such
+  intervals decide (1 start, 3 repeats, 5 % start-to-start and 5 % point noise), against 3.7 %
+  over 3 starts a side. The table labels it ``in-server``.
+* otherwise one value a side: the change is shown, the verdict is ``no_verdict`` ("one repeat:
+  no verdict possible").
+
+**Family.** The record's comparisons (every concurrency, output tok/s and mean TPOT) are one
+Bonferroni family at ``confidence`` (default 0.95): the chance of any false verdict in the
+record is at most 5 %. Total tok/s is the same requests' output tok/s times a fixed factor (the
+seeded prompts' lengths), so it is shown with its interval but is not a second test (``in_family``
+false). ``simulate_experiment`` measures the false-verdict rate of this path on data of one
+distribution.
+
+**A/A floor.** When the ledger holds a campaign's A/A arm for the same host and workload, each
+concurrency shows that campaign's interval of A/A against its baseline (output tok/s): what
+"no change" looked like on this host.
 """
 
-BETTER = "better"
-WORSE = "worse"
-WITHIN_NOISE = "within_noise"
+import math
+
+try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_interval import (
+        DECIDED,
+        DEFAULT_CONFIDENCE,
+        NO_VERDICT,
+        ONE_REPEAT,
+        check_confidence,
+        compare,
+        compare_family,
+        finite_numbers,
+        median,
+    )
+except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
+    from sglang_interval import (
+        DECIDED,
+        DEFAULT_CONFIDENCE,
+        NO_VERDICT,
+        ONE_REPEAT,
+        check_confidence,
+        compare,
+        compare_family,
+        finite_numbers,
+        median,
+    )
+
 NO_BASELINE = "no_baseline"
 NO_DATA = "no_data"
 
-# Compared metrics: bench_serving key -> True when higher is better.
+# Shown metrics: bench_serving key -> True when higher is better.
 METRICS = (
     ("output_throughput", True),
     ("total_throughput", True),
     ("mean_tpot_ms", False),
 )
+# The metrics that are tested (a family member each, per concurrency). total_throughput is
+# output_throughput times (input + output tokens) / output tokens of the same seeded requests.
+VERDICT_METRICS = (
+    ("output_throughput", True),
+    ("mean_tpot_ms", False),
+)
+DEPENDENT_METRICS = {"total_throughput": "output_throughput"}
 
-
-def _median(sorted_values):
-    n = len(sorted_values)
-    mid = n // 2
-    if n % 2:
-        return float(sorted_values[mid])
-    return (sorted_values[mid - 1] + sorted_values[mid]) / 2.0
-
-
-def _quantile(sorted_values, q):
-    """Linear-interpolation quantile (numpy's default, "inclusive")."""
-    if len(sorted_values) == 1:
-        return float(sorted_values[0])
-    position = (len(sorted_values) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+SCOPE_STARTS = "server_starts"
+SCOPE_WITHIN = "within_server"
+WITHIN_ONLY = (
+    "within one server start a side: the interval does not cover start-to-start variation, so it gives no "
+    "verdict; run the tier and the baseline again for one"
+)
+AA_METRIC = "output_throughput"
 
 
 def summarize(values):
     """Median and spread of repeated measurements.
 
-    Returns ``{"n", "median", "min", "max", "spread_pct"}`` plus ``"q1"``,
-    ``"q3"`` and ``"iqr"`` when there are at least four values; None for no
-    values. ``spread_pct`` is (max - min) / median in percent.
+    Returns ``{"n", "median", "min", "max", "spread_pct"}``; None for no values.
+    ``spread_pct`` is (max - min) / median in percent.
     """
-    numbers = sorted(float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool))
+    numbers = sorted(finite_numbers(values))
     if not numbers:
         return None
-    median = _median(numbers)
-    summary = {
+    mid = median(numbers)
+    return {
         "n": len(numbers),
-        "median": median,
+        "median": mid,
         "min": numbers[0],
         "max": numbers[-1],
-        "spread_pct": ((numbers[-1] - numbers[0]) / median * 100.0) if median else None,
+        "spread_pct": ((numbers[-1] - numbers[0]) / mid * 100.0) if mid else None,
     }
-    if len(numbers) >= 4:
-        q1 = _quantile(numbers, 0.25)
-        q3 = _quantile(numbers, 0.75)
-        summary.update({"q1": q1, "q3": q3, "iqr": q3 - q1})
-    return summary
 
 
 def delta_pct(candidate, baseline):
@@ -77,20 +117,6 @@ def delta_pct(candidate, baseline):
     if candidate is None or baseline in (None, 0):
         return None
     return (float(candidate) - float(baseline)) / float(baseline) * 100.0
-
-
-def verdict(change_pct, threshold_pct, higher_is_better=True):
-    """better / worse / within_noise for a change against the threshold.
-
-    A change of exactly the threshold is within noise. For a lower-is-better
-    metric (TPOT) a negative change is better.
-    """
-    if change_pct is None:
-        return NO_DATA
-    if abs(change_pct) <= float(threshold_pct):
-        return WITHIN_NOISE
-    improved = change_pct > 0 if higher_is_better else change_pct < 0
-    return BETTER if improved else WORSE
 
 
 def model_key(record):
@@ -160,104 +186,256 @@ def concurrencies(record):
     )
 
 
-def find_baseline(records, record, concurrency, baseline_tier="baseline"):
-    """Latest successful baseline record comparable with ``record`` at a concurrency.
+def script_sha(record):
+    """The launch script's identity: two records of one tier with different scripts are different arms."""
+    return ((record.get("launch") or {}).get("script_sha256")) or None
 
-    ``records`` are in ledger order (append order = time order); "latest" is
-    the last matching one that comes before ``record`` when ``record`` is in
-    the list, so a baseline is compared with the baseline before it.
-    """
-    limit = len(records)
+
+def record_value(record, concurrency, metric):
+    """The record's value at a point: the median of its ok points at ``concurrency`` (None if none)."""
+    values = finite_numbers(ok_values(record, concurrency, metric))
+    return median(values) if values else None
+
+
+def _position(records, record):
+    """How many records come before ``record`` in the ledger (all of them when it is not there)."""
     for index, candidate in enumerate(records):
         if candidate.get("record_id") and candidate.get("record_id") == record.get("record_id"):
-            limit = index
-            break
+            return index
+    return len(records)
+
+
+def arms(records, record, baseline_tier="baseline"):
+    """``(candidate records, baseline records)`` in ledger order: the module docstring's arms."""
+    earlier = records[: _position(records, record)]
     key = match_key(record)
-    for candidate in reversed(records[:limit]):
-        if candidate.get("tier") != baseline_tier or candidate.get("status") != "success":
-            continue
-        if candidate.get("record_id") == record.get("record_id"):
-            continue
-        if match_key(candidate) != key:
-            continue
+    comparable = [
+        r for r in earlier
+        if r.get("status") == "success" and r.get("record_id") != record.get("record_id") and match_key(r) == key
+    ]
+    candidate = [
+        r for r in comparable
+        if r.get("tier") == record.get("tier") and script_sha(r) == script_sha(record)
+    ] + [record]
+    baselines = [r for r in comparable if r.get("tier") == baseline_tier]
+    if record.get("tier") == baseline_tier:
+        # A baseline is compared with the baselines before it (an A/A); it is its own arm of one.
+        candidate = [record]
+    if baselines:
+        latest = script_sha(baselines[-1])
+        baselines = [r for r in baselines if script_sha(r) == latest]
+    return candidate, baselines
+
+
+def find_baseline(records, record, concurrency, baseline_tier="baseline"):
+    """The latest baseline record of the baseline arm with a value at ``concurrency`` (or None)."""
+    _, baselines = arms(records, record, baseline_tier)
+    for candidate in reversed(baselines):
         if any(ok_values(candidate, concurrency, metric) for metric, _ in METRICS):
             return candidate
     return None
 
 
-def compare_record(record, records, threshold_pct, baseline_tier="baseline"):
-    """Compare ``record`` with its baselines, per concurrency and metric.
+def _side(arm, concurrency, metric):
+    """(values, record ids) of an arm's records that have a value at the point."""
+    values, ids = [], []
+    for r in arm:
+        value = record_value(r, concurrency, metric)
+        if value is not None:
+            values.append(value)
+            ids.append(r.get("record_id"))
+    return values, ids
+
+
+def _scope(candidate_arm, baseline_arm, record, concurrency):
+    """(scope, candidate records, baseline records) for one concurrency, by the docstring's rule."""
+    with_value = [
+        [r for r in arm if any(record_value(r, concurrency, m) is not None for m, _ in METRICS)]
+        for arm in (candidate_arm, baseline_arm)
+    ]
+    cand, base = with_value
+    if len(cand) >= 2 and len(base) >= 2:
+        return SCOPE_STARTS, cand, base
+    latest = base[-1:] if base else []
+    repeats = lambda r: max(len(ok_values(r, concurrency, m)) for m, _ in METRICS)  # noqa: E731
+    if latest and repeats(record) >= 2 and repeats(latest[0]) >= 2:
+        return SCOPE_WITHIN, [record], latest
+    return SCOPE_STARTS, cand, base
+
+
+def aa_floor(records, record, concurrency, confidence=DEFAULT_CONFIDENCE):
+    """The latest campaign's A/A interval (output tok/s) for the record's host and workload, or None.
+
+    Returns ``{"campaign", "n_aa", "n_baseline", "delta_pct", "ci_low_pct", "ci_high_pct",
+    "verdict"}`` from the cells of the last campaign in the ledger that has successful A/A and
+    baseline cells with a value at ``concurrency`` and the record's match key."""
+    key = match_key(record)
+    by_campaign = {}
+    for r in records:
+        info = r.get("campaign") or {}
+        if not info.get("name") or r.get("status") != "success" or match_key(r) != key:
+            continue
+        value = record_value(r, concurrency, AA_METRIC)
+        if value is not None and info.get("role") in ("aa", "baseline"):
+            by_campaign.setdefault(info["name"], {"aa": [], "baseline": []})[info["role"]].append(value)
+    for name in reversed(list(by_campaign)):
+        sides = by_campaign[name]
+        if len(sides["aa"]) >= 2 and len(sides["baseline"]) >= 2:
+            result = compare(sides["aa"], sides["baseline"], True, confidence)
+            return {"campaign": name, "n_aa": result["n_candidate"], "n_baseline": result["n_baseline"],
+                    **{k: result[k] for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")}}
+    return None
+
+
+def compare_record(record, records, confidence=DEFAULT_CONFIDENCE, baseline_tier="baseline"):
+    """Compare ``record`` with the baseline, per concurrency and metric, by the module docstring's rule.
 
     Returns::
 
-        {"record_id", "tier", "host", "threshold_pct", "baseline_tier",
-         "rule": "...", "points": [{"concurrency", "baseline_record_id",
-         "metrics": {metric: {"higher_is_better", "candidate": summary,
-         "baseline": summary, "delta_pct", "verdict"}}}]}
-    """
-    result = {
+        {"record_id", "tier", "host", "status", "confidence", "baseline_tier", "rule",
+         "family": {"size", "confidence", "comparison_confidence"},
+         "points": [{"concurrency", "scope", "baseline_record_id", "baseline_record_ids",
+                     "candidate_record_ids", "baseline_recorded_at", "aa_floor",
+                     "metrics": {metric: {"higher_is_better", "in_family", "candidate": summary,
+                                          "baseline": summary, "delta_pct", "ci_low_pct",
+                                          "ci_high_pct", "verdict", "reason", "notes"}}}]}
+
+    ``delta_pct`` is the ratio of the arms' geometric means minus 1; the summaries' medians are
+    the values shown in the table."""
+    confidence = check_confidence(confidence)
+    candidate_arm, baseline_arm = arms(records, record, baseline_tier)
+    points, pairs = [], {}
+    for concurrency in concurrencies(record):
+        scope, cand, base = _scope(candidate_arm, baseline_arm, record, concurrency)
+        sides = {}
+        for metric, higher_is_better in METRICS:
+            if scope == SCOPE_WITHIN:
+                c_values, b_values = ok_values(record, concurrency, metric), ok_values(base[0], concurrency, metric)
+                c_ids, b_ids = [record.get("record_id")], [base[0].get("record_id")]
+            else:
+                c_values, c_ids = _side(cand, concurrency, metric)
+                b_values, b_ids = _side(base, concurrency, metric)
+            sides[metric] = (c_values, b_values, c_ids, b_ids)
+            if metric not in DEPENDENT_METRICS and base and scope == SCOPE_STARTS:
+                pairs[(concurrency, metric)] = (c_values, b_values, higher_is_better)
+        latest = base[-1] if base else None
+        candidate_ids = [r.get("record_id") for r in cand] if scope == SCOPE_STARTS else [record.get("record_id")]
+        points.append({
+            "concurrency": concurrency,
+            "scope": scope,
+            "baseline_record_id": latest.get("record_id") if latest else None,
+            "baseline_recorded_at": latest.get("recorded_at") if latest else None,
+            "baseline_record_ids": [r.get("record_id") for r in base],
+            "candidate_record_ids": candidate_ids,
+            "aa_floor": aa_floor(records, record, concurrency, confidence),
+            "_sides": sides,
+        })
+    results, family = compare_family(pairs, confidence)
+    for point in points:
+        sides = point.pop("_sides")
+        point["metrics"] = {}
+        for metric, higher_is_better in METRICS:
+            c_values, b_values, _, _ = sides[metric]
+            key = (point["concurrency"], metric)
+            if not point["baseline_record_ids"]:
+                outcome = {"delta_pct": None, "ci_low_pct": None, "ci_high_pct": None, "verdict": NO_BASELINE,
+                           "reason": f"no earlier successful {baseline_tier} record to compare with", "notes": []}
+            elif key in results:
+                outcome = results[key]
+            elif point["scope"] == SCOPE_WITHIN:  # shown, never decides (the docstring's reason)
+                outcome = compare(c_values, b_values, higher_is_better, confidence)
+                if outcome["verdict"] not in (NO_DATA,):
+                    outcome = {**outcome, "verdict": NO_VERDICT, "reason": WITHIN_ONLY}
+            else:  # a dependent metric: its interval at the family's level, not a member of the family
+                outcome = compare(c_values, b_values, higher_is_better, family["comparison_confidence"])
+            point["metrics"][metric] = {
+                "higher_is_better": higher_is_better,
+                "in_family": key in results,
+                "candidate": summarize(c_values),
+                "baseline": summarize(b_values) if point["baseline_record_ids"] else None,
+                **{k: outcome.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict", "reason")},
+                "notes": list(outcome.get("notes") or []),
+            }
+    return {
         "record_id": record.get("record_id"),
         "tier": record.get("tier"),
         "host": record.get("host"),
         "status": record.get("status"),
-        "threshold_pct": float(threshold_pct),
+        "confidence": confidence,
         "baseline_tier": baseline_tier,
         "rule": (
-            f"median of repeats vs the latest successful {baseline_tier} record of the same host, "
-            f"target kind, model and workload; |delta| <= {threshold_pct}% is within noise; "
-            "TPOT: lower is better"
+            f"{record.get('tier')} against the {baseline_tier} records of the same host, target kind, model, "
+            f"workload and launch script; Welch's t interval on the log scale, {confidence:.0%} simultaneous "
+            f"over the {family['size']} tested comparisons (output tok/s and TPOT per concurrency; total tok/s "
+            "follows output tok/s); a verdict only when the interval excludes 0; one value a side: no verdict"
         ),
-        "points": [],
+        "family": family,
+        "points": points,
     }
-    for concurrency in concurrencies(record):
-        baseline = find_baseline(records, record, concurrency, baseline_tier)
-        entry = {
-            "concurrency": concurrency,
-            "baseline_record_id": baseline.get("record_id") if baseline else None,
-            "baseline_recorded_at": baseline.get("recorded_at") if baseline else None,
-            "metrics": {},
-        }
-        for metric, higher_is_better in METRICS:
-            candidate = summarize(ok_values(record, concurrency, metric))
-            reference = summarize(ok_values(baseline, concurrency, metric)) if baseline else None
-            change = delta_pct(candidate["median"], reference["median"]) if candidate and reference else None
-            if baseline is None:
-                outcome = NO_BASELINE
-            elif candidate is None:
-                outcome = NO_DATA
-            else:
-                outcome = verdict(change, threshold_pct, higher_is_better)
-            entry["metrics"][metric] = {
-                "higher_is_better": higher_is_better,
-                "candidate": candidate,
-                "baseline": reference,
-                "delta_pct": change,
-                "verdict": outcome,
-            }
-        result["points"].append(entry)
-    return result
 
+
+def simulate_experiment(starts=3, repeats=1, noise_pct=5.0, effect_pct=0.0, server_noise_pct=None,
+                        concurrencies_=(1, 10, 256, 1024), trials=400, confidence=DEFAULT_CONFIDENCE, seed=2026):
+    """Monte-Carlo error rates of compare_record on synthetic records: the experiment path as a user runs it.
+
+    Each trial builds a ledger of ``starts`` baseline records then ``starts`` records of a tier
+    (the order experiment.yml gives when a user runs the baseline, then the tier, a few times),
+    each with ``repeats`` ok points per concurrency; every value is 100 * (1 + effect for the
+    tier) times a log-normal server factor (``server_noise_pct``, shared by a record's points,
+    default ``noise_pct``) and a log-normal point factor (``noise_pct``). Returns ``{"trials",
+    "family_wise": share of trials whose last record got any verdict, "per_comparison", "better":
+    share of tested comparisons found better}``; with effect 0 the first is the false-verdict rate."""
+    import random
+
+    rng = random.Random(seed)
+    server_sigma = (noise_pct if server_noise_pct is None else server_noise_pct) / 100.0
+    sigma = noise_pct / 100.0
+    families = verdicts = better = tested = 0
+    for trial in range(trials):
+        ledger = []
+        for arm, factor in (("baseline", 1.0), ("t", 1.0 + effect_pct / 100.0)):
+            for start in range(starts):
+                server = math.exp(rng.gauss(0.0, server_sigma))
+                points = [
+                    {"concurrency": c, "repeat": r, "status": "ok",
+                     **{m: (100.0 * factor * server * math.exp(rng.gauss(0.0, sigma))) ** (1 if up else -1)
+                        for m, up in METRICS}}
+                    for c in concurrencies_ for r in range(repeats)
+                ]
+                ledger.append({"record_id": f"{trial}-{arm}-{start}", "tier": arm, "status": "success",
+                               "host": "h", "launch": {"script_sha256": arm}, "points": points})
+        result = compare_record(ledger[-1], ledger, confidence)
+        found = [m["verdict"] for p in result["points"] for m in p["metrics"].values()
+                 if m["in_family"] and m["verdict"] in DECIDED]
+        tested += sum(1 for p in result["points"] for m in p["metrics"].values() if m["in_family"])
+        verdicts += len(found)
+        better += found.count("better")
+        families += bool(found)
+    return {"trials": trials, "family_wise": families / trials, "per_comparison": verdicts / max(tested, 1),
+            "better": better / max(tested, 1)}
 
 
 # How the comparison table names each metric.
 METRIC_LABELS = {"output_throughput": "output tok/s", "total_throughput": "total tok/s", "mean_tpot_ms": "TPOT ms"}
 
 
-def threshold_problem(threshold_pct):
-    """What is wrong with a noise threshold (None when nothing is)."""
-    if threshold_pct < 0:
-        return f"threshold_pct must be >= 0, got {threshold_pct}; fix noise_threshold_pct in data/benchmark.yml."
+def confidence_problem(confidence):
+    """What is wrong with a confidence level (None when nothing is)."""
+    try:
+        check_confidence(confidence)
+    except ValueError as exc:
+        return f"{exc}; fix confidence in data/benchmark.yml (or sglang_bench_confidence)."
     return None
 
 
-def ledger_comparison(record, records, threshold_pct, baseline_tier="baseline", problems=()):
+def ledger_comparison(record, records, confidence=DEFAULT_CONFIDENCE, baseline_tier="baseline", problems=()):
     """compare_record plus what module sglang_bench_compare returns with it: the ledger's problems (lines
     that did not parse) and the fixed-width table, labelled SYNTHETIC for a simulator record. Shared by
-    that module and sglang_ledger_append (its ``compare`` option). A negative threshold is a ValueError."""
-    problem = threshold_problem(threshold_pct)
+    that module and sglang_ledger_append (its ``compare`` option). A bad confidence is a ValueError."""
+    problem = confidence_problem(confidence)
     if problem:
         raise ValueError(problem)
-    comparison = compare_record(record, records, threshold_pct, baseline_tier)
+    comparison = compare_record(record, records, confidence, baseline_tier)
     comparison["ledger_problems"] = list(problems)
     comparison["table"] = format_table(comparison, synthetic=bool(record.get("target_is_simulator")))
     return comparison
@@ -266,40 +444,73 @@ def ledger_comparison(record, records, threshold_pct, baseline_tier="baseline", 
 def comparison_rows(comparison):
     """The comparison as table rows, one per (concurrency, metric), in METRICS order.
 
-    Each row: concurrency, metric, label, candidate and baseline summaries
-    (or None), delta_pct and verdict. The experiment's text table
-    (format_table) and the report's markdown table (tools/report.py) are both
-    built from these rows.
+    Each row: concurrency, scope, metric, label, candidate and baseline summaries (or None),
+    delta_pct, ci_low_pct, ci_high_pct, verdict, reason, in_family and aa_floor (the point's).
+    The experiment's text table (format_table) and the report's markdown table (tools/report.py)
+    are both built from these rows.
     """
     rows = []
     for point in comparison.get("points") or []:
         for metric, _ in METRICS:
             entry = point["metrics"][metric]
-            rows.append(
-                {
-                    "concurrency": point["concurrency"],
-                    "metric": metric,
-                    "label": METRIC_LABELS[metric],
-                    "candidate": entry["candidate"],
-                    "baseline": entry["baseline"],
-                    "delta_pct": entry["delta_pct"],
-                    "verdict": entry["verdict"],
-                }
-            )
+            rows.append({
+                "concurrency": point["concurrency"],
+                "scope": point.get("scope"),
+                "metric": metric,
+                "label": METRIC_LABELS[metric],
+                "candidate": entry["candidate"],
+                "baseline": entry["baseline"],
+                "delta_pct": entry["delta_pct"],
+                "ci_low_pct": entry.get("ci_low_pct"),
+                "ci_high_pct": entry.get("ci_high_pct"),
+                "verdict": entry["verdict"],
+                "reason": entry.get("reason"),
+                "in_family": entry.get("in_family", True),
+                "aa_floor": point.get("aa_floor") if metric == AA_METRIC else None,
+            })
     return rows
+
+
+def interval_text(low, high):
+    """``[-3.1%, +2.5%]`` (``-`` when there is no interval)."""
+    if low is None or high is None:
+        return "-"
+    return f"[{low:+.1f}%, {high:+.1f}%]"
+
+
+def n_text(row):
+    """How many values each side had, and over what: ``3/2 starts`` or ``4/4 in-server``."""
+    if not row["candidate"] or not row["baseline"]:
+        return "-"
+    unit = "in-server" if row["scope"] == SCOPE_WITHIN else "starts"
+    return f"{row['candidate']['n']}/{row['baseline']['n']} {unit}"
+
+
+def verdict_text(row):
+    """The verdict cell: the verdict, marked when the metric is not a test of its own."""
+    if row["verdict"] == NO_VERDICT and row["reason"] == ONE_REPEAT:
+        return "no_verdict (one repeat)"
+    if row["reason"] == WITHIN_ONLY:
+        return "no_verdict (in-server)"
+    if not row["in_family"] and row["verdict"] != NO_BASELINE:
+        return f"({row['verdict']}; follows output tok/s)"
+    return row["verdict"]
 
 
 def format_table(comparison, host=None, synthetic=False):
     """The comparison as the fixed-width text table the experiment prints."""
-    row = "{:>6}  {:<13} {:>12} {:>12} {:>8}  {}"
+    row = "{:>6}  {:<13} {:>12} {:>12} {:>8}  {:<18} {:<14} {}"
+    family = comparison.get("family") or {}
     title = (
         f"{comparison.get('tier')} vs {comparison.get('baseline_tier')} on {host or comparison.get('host')}: "
-        f"median of repeats, noise threshold +-{comparison.get('threshold_pct')}% (TPOT: lower is better)"
+        f"geometric means, {comparison.get('confidence', DEFAULT_CONFIDENCE):.0%} simultaneous intervals over "
+        f"{family.get('size', 0)} tested comparisons (TPOT: lower is better)"
     )
     if synthetic:
         title += " - SYNTHETIC numbers from the simulator"
-    lines = [title, row.format("c", "metric", "baseline", "tier", "delta", "verdict")]
-    for r in comparison_rows(comparison):
+    lines = [title, row.format("c", "metric", "baseline", "tier", "delta", "interval", "n", "verdict")]
+    rows = comparison_rows(comparison)
+    for r in rows:
         lines.append(
             row.format(
                 r["concurrency"],
@@ -307,12 +518,32 @@ def format_table(comparison, host=None, synthetic=False):
                 f"{r['baseline']['median']:.2f}" if r["baseline"] else "-",
                 f"{r['candidate']['median']:.2f}" if r["candidate"] else "-",
                 f"{r['delta_pct']:+.1f}%" if r["delta_pct"] is not None else "-",
-                r["verdict"],
-            )
+                interval_text(r["ci_low_pct"], r["ci_high_pct"]),
+                n_text(r),
+                verdict_text(r),
+            ).rstrip()
+        )
+    floors = [
+        f"c={r['concurrency']} {interval_text(r['aa_floor']['ci_low_pct'], r['aa_floor']['ci_high_pct'])}"
+        for r in rows if r["aa_floor"]
+    ]
+    if floors:
+        name = next(r["aa_floor"]["campaign"] for r in rows if r["aa_floor"])
+        lines.append(f"A/A floor on this host (campaign {name}, output tok/s): " + ", ".join(floors))
+    if any(r["scope"] == SCOPE_WITHIN for r in rows):
+        lines.append(
+            "in-server: repeats within one server start a side; start-to-start variation is not in the interval, "
+            "so it gives no verdict"
+        )
+    if any(r["verdict"] == NO_VERDICT and r["reason"] == ONE_REPEAT for r in rows):
+        lines.append(
+            "one repeat: run the tier (and the baseline) again - each run is one server start - for an interval "
+            "over starts, or set sglang_bench_repeats >= 2 for one within a start"
         )
     references = []
     for point in comparison.get("points") or []:
-        if point.get("baseline_record_id") and point["baseline_record_id"] not in references:
-            references.append(point["baseline_record_id"])
+        for record_id in point.get("baseline_record_ids") or []:
+            if record_id not in references:
+                references.append(record_id)
     lines.append("baseline record(s): " + (", ".join(references) or "none (no earlier successful baseline)"))
     return "\n".join(lines)

@@ -28,11 +28,14 @@ error rates):
   relative difference in percent of the baseline, exp(d) - 1: the ratio of the
   geometric means, and an interval that is calibrated at small n when the
   noise is roughly log-normal (multiplicative), which throughput and latency
-  noise is. When both sides have zero variance the interval is the point d;
-  when one has, Welch's df is the other side's n - 1. A value <= 0 has no
-  logarithm: no_data, with the reason.
+  noise is. When one side has zero variance, Welch's df is the other side's
+  n - 1; when both have, there is no verdict (the noise cannot be estimated).
+  A value that is not finite or <= 0 has no logarithm: it is dropped, and the
+  comparison's ``notes`` say so; a side left with no value is no_data.
 * **Family.** The comparisons of one arm with the baseline on one host and
-  workload (every point and verdict metric) are one family; each of its
+  workload (every point and verdict metric: output tok/s and mean TPOT; total
+  tok/s is the same requests' output tok/s times a fixed factor, so it is
+  shown but is not a second test) are one family; each of its
   intervals is computed at confidence 1 - alpha / m (Bonferroni), m the
   number of its comparisons that can have an interval, so that the chance of
   any false verdict in the family is at most alpha (simultaneous intervals).
@@ -62,26 +65,54 @@ and no verdict: they are listed apart (``calibration``). A record with any
 other role outside ROLES is left out and named in ``problems``.
 """
 
-import math
 from collections import Counter
 
 import numpy as np
-from scipy.stats import t as student_t
 
 try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_campaign import is_final
-    from ansible.module_utils.sglang_compare import METRICS, model_key, simulator_key, workload_key
+    from ansible.module_utils.sglang_compare import METRICS, VERDICT_METRICS, model_key, simulator_key, workload_key
+    from ansible.module_utils.sglang_interval import (
+        BETTER,
+        DEFAULT_CONFIDENCE,
+        INDISTINGUISHABLE,
+        NO_DATA,
+        NO_VERDICT,
+        ONE_REPEAT,
+        WORSE,
+        ZERO_SPREAD,
+        compare,
+        compare_family,
+        decidable,
+        family_confidence,
+        finite_numbers,
+        welch_interval,
+    )
 except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
     from sglang_campaign import is_final
-    from sglang_compare import METRICS, model_key, simulator_key, workload_key
+    from sglang_compare import METRICS, VERDICT_METRICS, model_key, simulator_key, workload_key
+    from sglang_interval import (
+        BETTER,
+        DEFAULT_CONFIDENCE,
+        INDISTINGUISHABLE,
+        NO_DATA,
+        NO_VERDICT,
+        ONE_REPEAT,
+        WORSE,
+        ZERO_SPREAD,
+        compare,
+        compare_family,
+        decidable,
+        family_confidence,
+        finite_numbers,
+        welch_interval,
+    )
 
-# Verdicts of one comparison.
-BETTER = "better"
-WORSE = "worse"
-INDISTINGUISHABLE = "indistinguishable"
-NO_VERDICT = "no_verdict"
-NO_DATA = "no_data"
-ONE_REPEAT = "one repeat: no verdict possible"
+# The comparison itself (compare, compare_family, welch_interval and the verdict names) lives in
+# sglang_interval, standard library only, so that the experiment's modules and the campaign report
+# reach every verdict by the same code. Re-exported here for the report tools.
+__all__ = ["BETTER", "WORSE", "INDISTINGUISHABLE", "NO_VERDICT", "NO_DATA", "ONE_REPEAT", "ZERO_SPREAD", "compare",
+           "compare_family", "decidable", "family_confidence", "welch_interval"]
 
 # Status of an arm on a host (over its points, verdict metrics and workloads).
 STATUS_BASELINE = "baseline"  # the reference arm itself
@@ -101,15 +132,12 @@ ROLES = (ROLE_BASELINE, ROLE_AA, ROLE_TIER)
 ROLE_CALIBRATION = "calibration"
 KNOWN_ROLES = (*ROLES, ROLE_CALIBRATION)
 
-# The metrics a verdict is computed for (bench_serving key, higher is better): the ones the
-# seeds' table and sglang_compare use.
-VERDICT_METRICS = METRICS
 # Latency percentiles shown per arm and point (lower is better); descriptive, no verdict.
 LATENCY_METRICS = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms")
 # Per-user interactivity, derived per cell: 1000 / mean TPOT (ms) = output tok/s one user sees
 # while decoding (TTFT excluded).
 PER_USER = "per_user_output_tps"
-SUMMARY_METRICS = tuple(m for m, _ in VERDICT_METRICS) + LATENCY_METRICS + (PER_USER,)
+SUMMARY_METRICS = tuple(m for m, _ in METRICS) + LATENCY_METRICS + (PER_USER,)
 # The metric of the node calibration (the calibration cells' values).
 CALIBRATION_METRIC = "output_throughput"
 
@@ -117,20 +145,11 @@ CALIBRATION_METRIC = "output_throughput"
 # interval wide (calibrated, but only large changes get a verdict). The report says so.
 WIDE_N = 2
 
-DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 10000
 DEFAULT_SEED = 0
 
 
-def _numbers(values):
-    """The finite numbers of ``values`` as floats (None, bools, strings and NaN/inf dropped)."""
-    out = []
-    for value in values or []:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if math.isfinite(value):
-            out.append(float(value))
-    return out
+_numbers = finite_numbers
 
 
 def _bounds(confidence):
@@ -192,120 +211,6 @@ def summarize(values, confidence=DEFAULT_CONFIDENCE, resamples=DEFAULT_RESAMPLES
         low, high = np.quantile(medians, [low_q, high_q])
         summary.update({"ci_low": float(low), "ci_high": float(high)})
     return summary
-
-
-def welch_interval(x, y, confidence=DEFAULT_CONFIDENCE):
-    """Welch's t interval of mean(x) - mean(y): ``(d, low, high, df)``.
-
-    Unequal variances, Welch-Satterthwaite degrees of freedom; each side needs at least 2
-    values. A side whose values are all equal has variance 0: then df comes from the other side
-    alone (its n - 1), and when both have, the interval is the point d and df is None.
-    """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) < 2 or len(y) < 2:
-        raise ValueError("Welch's interval needs at least 2 values on each side")
-    _bounds(confidence)
-    d = float(x.mean() - y.mean())
-    # All equal is variance 0 exactly (a mean of three equal floats can be off by an ulp).
-    v_x = 0.0 if x.max() == x.min() else float(x.var(ddof=1)) / len(x)
-    v_y = 0.0 if y.max() == y.min() else float(y.var(ddof=1)) / len(y)
-    se2 = v_x + v_y
-    if se2 == 0.0:
-        return d, d, d, None
-    df = se2**2 / (v_x**2 / (len(x) - 1) + v_y**2 / (len(y) - 1))
-    half = float(student_t.ppf(0.5 + float(confidence) / 2.0, df)) * math.sqrt(se2)
-    return d, d - half, d + half, float(df)
-
-
-def _not_comparable(candidate, baseline):
-    """Why two value lists cannot be compared on the log scale (no_data), else None."""
-    if not candidate or not baseline:
-        return f"no value on the {'candidate' if not candidate else 'baseline'} side"
-    for side, values in (("candidate", candidate), ("baseline", baseline)):
-        if min(values) <= 0:
-            return f"a {side} value is not positive: it has no logarithm, so no ratio of geometric means"
-    return None
-
-
-def decidable(candidate_values, baseline_values):
-    """True when the pair can have an interval: at least 2 positive values on each side."""
-    candidate, baseline = _numbers(candidate_values), _numbers(baseline_values)
-    return _not_comparable(candidate, baseline) is None and min(len(candidate), len(baseline)) >= 2
-
-
-def compare(candidate_values, baseline_values, higher_is_better, confidence=DEFAULT_CONFIDENCE):
-    """The candidate against the baseline: ratio of geometric means with Welch's t interval on logs.
-
-    Returns ``{"n_candidate", "n_baseline", "candidate_median", "baseline_median",
-    "candidate_geomean", "baseline_geomean", "delta_pct", "ci_low_pct", "ci_high_pct", "df",
-    "confidence", "higher_is_better", "verdict", "reason"}``. ``delta_pct`` is
-    (exp(mean log candidate - mean log baseline) - 1) * 100, the ratio of the geometric means
-    minus 1 (consistent with the interval, which is welch_interval on the logs at
-    ``confidence``, transformed the same way). The medians are shown, not compared. Verdict
-    rule in the module docstring; ``reason`` says in words why there is no verdict (else None).
-    """
-    candidate = _numbers(candidate_values)
-    baseline = _numbers(baseline_values)
-    _bounds(confidence)
-    result = {
-        "n_candidate": len(candidate),
-        "n_baseline": len(baseline),
-        "candidate_median": float(np.median(candidate)) if candidate else None,
-        "baseline_median": float(np.median(baseline)) if baseline else None,
-        "candidate_geomean": None,
-        "baseline_geomean": None,
-        "delta_pct": None,
-        "ci_low_pct": None,
-        "ci_high_pct": None,
-        "df": None,
-        "confidence": float(confidence),
-        "higher_is_better": bool(higher_is_better),
-        "verdict": NO_DATA,
-        "reason": _not_comparable(candidate, baseline),
-    }
-    if result["reason"]:
-        return result
-    log_candidate, log_baseline = np.log(candidate), np.log(baseline)
-    result["candidate_geomean"] = float(np.exp(log_candidate.mean()))
-    result["baseline_geomean"] = float(np.exp(log_baseline.mean()))
-    result["delta_pct"] = math.expm1(float(log_candidate.mean() - log_baseline.mean())) * 100.0
-    if len(candidate) < 2 or len(baseline) < 2:
-        result["verdict"] = NO_VERDICT
-        result["reason"] = ONE_REPEAT
-        return result
-    _, low, high, df = welch_interval(log_candidate, log_baseline, confidence)
-    low, high = math.expm1(low) * 100.0, math.expm1(high) * 100.0
-    result.update({"ci_low_pct": low, "ci_high_pct": high, "df": df})
-    if low > 0.0:
-        result["verdict"] = BETTER if higher_is_better else WORSE
-    elif high < 0.0:
-        result["verdict"] = WORSE if higher_is_better else BETTER
-    else:
-        result["verdict"] = INDISTINGUISHABLE
-    return result
-
-
-def family_confidence(size, confidence=DEFAULT_CONFIDENCE):
-    """Bonferroni: the confidence of each of ``size`` intervals so that all hold at ``confidence``."""
-    _bounds(confidence)
-    return 1.0 - (1.0 - float(confidence)) / size if size > 1 else float(confidence)
-
-
-def compare_family(pairs, confidence=DEFAULT_CONFIDENCE):
-    """Every comparison of one family with Bonferroni-adjusted (simultaneous) intervals.
-
-    ``pairs``: {key: (candidate values, baseline values, higher_is_better)}. m is the number of
-    pairs that can have an interval (decidable); each is compared at family_confidence(m,
-    confidence), so the chance of any false verdict among them is at most 1 - ``confidence``.
-    Returns ``(results, family)``: results {key: compare result, plus "family_size"}; family
-    ``{"size", "confidence", "comparison_confidence"}``.
-    """
-    size = sum(1 for candidate, baseline, _ in pairs.values() if decidable(candidate, baseline))
-    each = family_confidence(size, confidence)
-    results = {}
-    for key, (candidate, baseline, higher_is_better) in pairs.items():
-        results[key] = {**compare(candidate, baseline, higher_is_better, each), "family_size": size}
-    return results, {"size": size, "confidence": float(confidence), "comparison_confidence": each}
 
 
 def simulate_verdicts(

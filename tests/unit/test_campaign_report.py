@@ -61,7 +61,7 @@ def test_report_tables(tmp_path, node_a):
     assert code == 0
     assert markdown.startswith("# Campaign `demo`\n") and "SYNTHETIC" not in markdown
     status = {r[0]: r[1] for r in rows(markdown, "## Tier status")}
-    assert status["t02-mscclpp"].startswith("better (6 better of 6)")
+    assert status["t02-mscclpp"].startswith("better (4 better of 4)")
     assert status["t05-allreduce-fusion"].startswith("indistinguishable")
     assert status["t01-piecewise-cuda-graph"] == "crashed (`dynamo_fp4_crash` in 3 of 3 cells)"
     assert status["baseline"] == "baseline (reference)"
@@ -82,14 +82,14 @@ def test_report_tables(tmp_path, node_a):
     better = verdicts[("t02-mscclpp", "1024")]
     assert better[2] == "5 / 5"
     assert re.fullmatch(r"\+12\.0% \[\+\d+\.\d%, \+\d+\.\d%\] better", better[3])
-    assert re.fullmatch(r"-10\.7% \[-\d+\.\d%, -\d+\.\d%\] better", better[5])  # TPOT down is better
+    assert re.fullmatch(r"-10\.7% \[-\d+\.\d%, -\d+\.\d%\] better", better[4])  # TPOT down is better
     assert verdicts[("t05-allreduce-fusion", "1")][3].endswith("indistinguishable")
     assert verdicts[("t01-piecewise-cuda-graph", "—")][3] == "— (no ok point)"
 
     floor = markdown.split("### A/A noise floor: `node-a`", 1)[1].split("\n###", 1)[0]
     assert "`baseline~aa` (tier `baseline`) against `baseline`: holds" in floor
-    assert "Simultaneous 95% intervals over the 6 comparisons of this arm (each at 99.17%)." in floor
-    assert "- `t02-mscclpp`: simultaneous 95% intervals over the 6 comparisons of this arm (each at 99.17%)." in (
+    assert "Simultaneous 95% intervals over the 4 comparisons of this arm (each at 98.75%)." in floor
+    assert "- `t02-mscclpp`: simultaneous 95% intervals over the 4 comparisons of this arm (each at 98.75%)." in (
         markdown
     )
     assert "Δ output tok/s [simultaneous 95% CI], verdict" in markdown
@@ -256,10 +256,10 @@ def test_noise_floor_of_each_host_in_one_table(tmp_path):
         "default",
         "`baseline~aa`",
         "5 / 5",
-        "holds: all 6 decided comparisons indistinguishable",
+        "holds: all 4 decided comparisons indistinguishable",
     ]
-    assert re.fullmatch(r"\[-\d\.\d%, \+\d\.\d%\] \((output|total) tok/s at c=(1|1024)\)", floors["node-a"][5])
-    assert floors["node-a"][6] == "95% over 6 (each 99.17%)"
+    assert re.fullmatch(r"\[-\d\.\d%, \+\d\.\d%\] \((output tok/s|TPOT) at c=(1|1024)\)", floors["node-a"][5])
+    assert floors["node-a"][6] == "95% over 4 (each 98.75%)"
     assert floors["node-b"][4].startswith("**FAILS**: a verdict where there must be none (output tok/s at c=1 better")
     assert floors["node-c"][2:5] == ["—", "—", "no A/A arm: no measured noise floor"]
 
@@ -305,7 +305,7 @@ def test_node_calibration_section(tmp_path):
         "n=5"
     )
     status = {r[0]: r[1] for r in rows(markdown, "## Tier status")}
-    assert status["t02-mscclpp"].startswith("better (6 better of 6)")
+    assert status["t02-mscclpp"].startswith("better (4 better of 4)")
     assert status["baseline~aa"].startswith("indistinguishable")
 
 

@@ -1,7 +1,7 @@
-"""The experiment's decisions in Python: where a run failed, its failure class, the ledger queries, the table.
+"""The experiment's decisions in Python: where a run failed, its failure class, the ledger queries.
 
-Table-driven tests of pure helpers (module_utils/sglang_failure.py, sglang_ledger.ledger_info,
-sglang_compare.format_table / comparison_rows) on the shapes the real roles hand them: the
+Table-driven tests of pure helpers (module_utils/sglang_failure.py, sglang_ledger.ledger_info) on
+the shapes the real roles hand them (the comparison table is tests/unit/test_compare.py's): the
 ansible_failed_task of an include with ``apply: tags``, the ready-wait's sglang_server_crash,
 sglang_warmup's failure_class, and sglang_bench's failed points.
 """
@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-import sglang_compare as compare
 import sglang_failure as failure
 import sglang_ledger as ledger
 
@@ -228,43 +227,3 @@ def test_a_host_without_a_good_record_renders_the_baseline_fresh():
                                baseline_tier="base", sha256_of=lambda path: SHA)
     assert not plan["from_record"] and plan["tier"] == "base" and plan["record_id"] is None
     assert plan["problem"] is None and "has no successful record" in plan["msg"]
-
-
-def summary(median):
-    return compare.summarize([median])
-
-
-def comparison():
-    metrics = {
-        "output_throughput": {"candidate": summary(110.0), "baseline": summary(100.0), "delta_pct": 10.0,
-                              "verdict": "better"},
-        "total_throughput": {"candidate": summary(300.0), "baseline": None, "delta_pct": None,
-                             "verdict": "no_baseline"},
-        "mean_tpot_ms": {"candidate": None, "baseline": summary(9.0), "delta_pct": None, "verdict": "no_data"},
-    }
-    return {
-        "tier": "t03",
-        "baseline_tier": "baseline",
-        "host": "sim-local",
-        "threshold_pct": 5.0,
-        "points": [{"concurrency": 10, "baseline_record_id": "b-1", "metrics": metrics}],
-    }
-
-
-def test_comparison_rows_follow_metrics_order():
-    rows = compare.comparison_rows(comparison())
-    assert [(r["concurrency"], r["metric"]) for r in rows] == [(10, m) for m, _ in compare.METRICS]
-    assert rows[0]["label"] == "output tok/s" and rows[0]["delta_pct"] == 10.0 and rows[0]["verdict"] == "better"
-
-
-def test_format_table():
-    table = compare.format_table(comparison(), synthetic=True).splitlines()
-    assert table[0] == (
-        "t03 vs baseline on sim-local: median of repeats, noise threshold +-5.0% (TPOT: lower is better)"
-        " - SYNTHETIC numbers from the simulator"
-    )
-    assert table[2].split() == ["10", "output", "tok/s", "100.00", "110.00", "+10.0%", "better"]
-    assert table[3].split() == ["10", "total", "tok/s", "-", "300.00", "-", "no_baseline"]
-    assert table[4].split() == ["10", "TPOT", "ms", "9.00", "-", "-", "no_data"]
-    assert table[-1] == "baseline record(s): b-1"
-    assert "SYNTHETIC" not in compare.format_table(comparison())
