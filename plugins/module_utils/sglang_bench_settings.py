@@ -43,7 +43,7 @@ OVERRIDES = (
     ("repeats", "sglang_bench_repeats", ("repeats",)),
     ("warmup.requests", "sglang_bench_warmup_requests", ("warmup", "requests")),
     ("warmup.concurrency", "sglang_bench_warmup_concurrency", ("warmup", "concurrency")),
-    ("noise_threshold_pct", "sglang_bench_noise_threshold_pct", ("noise_threshold_pct",)),
+    ("confidence", "sglang_bench_confidence", ("confidence",)),
 )
 DATASETS = ("random", "random-ids")
 _INT_LIST = re.compile(r"^\s*\d+(\s*[,\s]\s*\d+)*\s*$")
@@ -194,10 +194,10 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         "max_new_tokens": warmup.get("max_new_tokens"),
         "timeout_s": warmup.get("timeout_s"),
     }
-    threshold = _as_float(raw["noise_threshold_pct"])
-    if threshold is None or threshold < 0:
-        bad("noise_threshold_pct", "must be a number >= 0")
-    cfg["noise_threshold_pct"] = threshold
+    confidence = _as_float(raw["confidence"])
+    if confidence is None or not 0 < confidence < 1:
+        bad("confidence", "must be a number between 0 and 1 (exclusive), such as 0.95")
+    cfg["confidence"] = confidence
     if problems:
         raise SettingsError(problems)
     return cfg

@@ -5,17 +5,24 @@
 
 DOCUMENTATION = r"""
 module: sglang_bench_compare
-short_description: Compare a ledger record with the latest successful baseline
+short_description: Compare a ledger record with the baseline, with an interval for each verdict
 version_added: "1.0.0"
 description:
   - Reads the JSONL ledger and compares one record, concurrency by
-    concurrency, with the latest successful record of the baseline tier from
-    the same host, target kind, model and workload (dataset, input and output
-    length, range ratio).
-  - For output tok/s, total tok/s and mean TPOT it returns the median over
-    repeats with its spread (min/max; IQR from four repeats), the change in
-    percent and a verdict - C(better), C(worse) or C(within_noise) against
-    O(threshold_pct), which the result states. TPOT is better when lower.
+    concurrency, with the baseline tier's records from the same host, target
+    kind, model and workload (dataset, input and output length, range ratio).
+  - The arms are server starts - the record and the earlier successful records
+    of its tier with the same launch script, against the baseline's records
+    with the latest baseline script - compared by the campaign's method
+    (module_utils/sglang_interval.py, docs/campaign-statistics.md) - the ratio
+    of geometric means with Welch's t interval on the log scale, simultaneous
+    at O(confidence) over the record's tested comparisons (output tok/s and
+    mean TPOT per concurrency; total tok/s is shown and follows output tok/s).
+  - The verdict is C(better) or C(worse) only when the interval excludes 0,
+    else C(indistinguishable); C(no_verdict) with one server start a side (the
+    change is still shown) and for repeats within one start a side, whose
+    interval is shown but does not cover start-to-start variation.
+    TPOT is better when lower. There is no fixed noise threshold.
   - Reads only; never changes the ledger.
 extends_documentation_fragment:
   - sglang_lab_attributes
@@ -29,10 +36,10 @@ options:
     description: Path of the ledger.
     type: path
     required: true
-  threshold_pct:
-    description: Noise threshold in percent (data/benchmark.yml noise_threshold_pct).
+  confidence:
+    description: Simultaneous confidence of the intervals (data/benchmark.yml confidence), between 0 and 1.
     type: float
-    required: true
+    default: 0.95
   baseline_tier:
     description: Tier id of the baseline.
     type: str
@@ -46,7 +53,7 @@ EXAMPLES = r"""
   sglang_bench_compare:
     ledger: /var/lib/sglang-lab/results/ledger.jsonl
     record_id: "{{ record.record_id }}"
-    threshold_pct: 5
+    confidence: 0.95
 """
 
 RETURN = r"""
@@ -56,19 +63,22 @@ ansible_facts:
   contains:
     sglang_bench_compare:
       description:
-        - record_id, tier, host, status, threshold_pct, baseline_tier, rule, and
-          points - per concurrency the baseline record id and, per metric
-          (output_throughput, total_throughput, mean_tpot_ms), candidate and
-          baseline summaries (n, median, min, max, spread_pct, q1/q3/iqr),
-          delta_pct and verdict (better, worse, within_noise, no_baseline,
-          no_data); table, the same as fixed-width text (labelled SYNTHETIC
+        - record_id, tier, host, status, confidence, baseline_tier, rule,
+          family (size, confidence, comparison_confidence), and points - per
+          concurrency the scope (server_starts or within_server), the record
+          ids of both arms, the host's A/A floor (aa_floor, or null) and, per
+          metric (output_throughput, total_throughput, mean_tpot_ms),
+          in_family, candidate and baseline summaries (n, median, min, max,
+          spread_pct), delta_pct, ci_low_pct, ci_high_pct, verdict (better,
+          worse, indistinguishable, no_verdict, no_baseline, no_data), reason
+          and notes; table, the same as fixed-width text (labelled SYNTHETIC
           for a simulator record), the table the experiment prints.
       type: dict
       returned: always
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_compare import ledger_comparison, threshold_problem
+from ansible.module_utils.sglang_compare import confidence_problem, ledger_comparison
 from ansible.module_utils.sglang_ledger import read_ledger
 
 
@@ -76,12 +86,12 @@ def main():
     argument_spec = dict(
         ledger=dict(type="path", required=True),
         record_id=dict(type="str"),
-        threshold_pct=dict(type="float", required=True),
+        confidence=dict(type="float", default=0.95),
         baseline_tier=dict(type="str", default="baseline"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
-    problem = threshold_problem(p["threshold_pct"])
+    problem = confidence_problem(p["confidence"])
     if problem:
         module.fail_json(msg="sglang_bench_compare: " + problem)
     try:
@@ -110,7 +120,7 @@ def main():
         record = matches[-1]
     else:
         record = records[-1]
-    comparison = ledger_comparison(record, records, p["threshold_pct"], p["baseline_tier"], problems)
+    comparison = ledger_comparison(record, records, p["confidence"], p["baseline_tier"], problems)
     module.exit_json(changed=False, ansible_facts={"sglang_bench_compare": comparison})
 
 

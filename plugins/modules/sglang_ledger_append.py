@@ -50,7 +50,7 @@ options:
     description:
       - The benchmark settings used (dataset_name, input_len, output_len,
         random_range_ratio, request_rate, seed, concurrency, num_prompts,
-        warmup, repeats, noise_threshold_pct).
+        warmup, repeats, confidence).
     type: dict
     required: true
   points:
@@ -114,16 +114,16 @@ options:
     type: dict
   compare:
     description:
-      - Also compare the record with the latest successful baseline, as module
+      - Also compare the record with the baseline, as module
         M(sglang_bench_compare) does, from the ledger this module just wrote, and return it as
         the fact C(sglang_bench_compare) (null in check mode). One module call where the record
         and the comparison took two (role sglang_experiment's record step asks for it).
     type: dict
     suboptions:
-      threshold_pct:
+      confidence:
         type: float
-        required: true
-        description: What M(sglang_bench_compare) calls its noise threshold, in percent.
+        default: 0.95
+        description: The simultaneous confidence of the comparison's intervals, as for M(sglang_bench_compare).
       baseline_tier:
         type: str
         default: baseline
@@ -224,7 +224,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_compare import ledger_comparison, threshold_problem
+from ansible.module_utils.sglang_compare import confidence_problem, ledger_comparison
 from ansible.module_utils.sglang_ledger import (
     PROVENANCE_KEYS,
     append_record,
@@ -281,7 +281,7 @@ def _comparison(module, record):
         module.fail_json(msg=f"sglang_ledger_append: the record was appended, but the ledger {p['ledger']} "
                          f"cannot be read back to compare it: {exc}")
     kept = [r for r in records if r.get("record_id") == record["record_id"]]
-    return ledger_comparison(kept[-1] if kept else record, records, p["compare"]["threshold_pct"],
+    return ledger_comparison(kept[-1] if kept else record, records, p["compare"]["confidence"],
                              p["compare"]["baseline_tier"], problems)
 
 
@@ -310,7 +310,7 @@ def main():
         compare=dict(
             type="dict",
             options=dict(
-                threshold_pct=dict(type="float", required=True),
+                confidence=dict(type="float", default=0.95),
                 baseline_tier=dict(type="str", default="baseline"),
             ),
         ),
@@ -324,7 +324,7 @@ def main():
         module.fail_json(
             msg='sglang_ledger_append: mode {!r} is not an octal file mode such as "0640".'.format(p["mode"])
         )
-    problem = threshold_problem(p["compare"]["threshold_pct"]) if p["compare"] else None
+    problem = confidence_problem(p["compare"]["confidence"]) if p["compare"] else None
     if problem:
         module.fail_json(msg="sglang_ledger_append: compare." + problem)
     failure = p["failure"] or None

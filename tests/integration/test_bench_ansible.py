@@ -267,7 +267,7 @@ def test_compare_runs_on_the_record(experiment):
     facts = [res["ansible_facts"]["sglang_bench_compare"] for res in compares]
     assert [f["tier"] for f in facts] == ["baseline", "t03-single-batch-overlap", "t01-piecewise-cuda-graph"]
     first = facts[0]
-    assert first["threshold_pct"] == 5.0
+    assert first["confidence"] == 0.95
     assert {m["verdict"] for p in first["points"] for m in p["metrics"].values()} == {"no_baseline"}
 
 

@@ -17,7 +17,7 @@ def test_the_file_alone():
     cfg = settings.resolve_settings(DATA, {}, "/x/benchmark.yml")
     assert cfg["concurrency"] == DATA["concurrency"] == [1, 10, 256, 1024]
     assert cfg["num_prompts"] == DATA["num_prompts"] and cfg["repeats"] == DATA["repeats"]
-    assert cfg["request_rate"] == "inf" and cfg["noise_threshold_pct"] == float(DATA["noise_threshold_pct"])
+    assert cfg["request_rate"] == "inf" and cfg["confidence"] == float(DATA["confidence"])
     assert {k: v for k, v in cfg["warmup"].items() if k != "levels"} == DATA["warmup"]
     assert cfg["settings_file"] == "/x/benchmark.yml"
 
@@ -70,7 +70,8 @@ def test_concurrency_coercion(value, expected):
         ("sglang_bench_request_rate", "-2", "inf or a positive number"),
         ("sglang_bench_repeats", 0, "integer >= 1"),
         ("sglang_bench_warmup_concurrency", True, "integer >= 1 or 'measured'"),
-        ("sglang_bench_noise_threshold_pct", -1, "number >= 0"),
+        ("sglang_bench_confidence", 1, "between 0 and 1"),
+        ("sglang_bench_confidence", "high", "between 0 and 1"),
         ("sglang_bench_dataset_name", "sharegpt", "random, random-ids"),
         ("sglang_bench_seed", "x", "integer"),
     ],
