@@ -50,6 +50,7 @@ from sglang_compare import (  # noqa: E402
     compare_record,
     comparison_rows,
     concurrencies,
+    interval_text,
     ok_values,
     summarize,
 )
@@ -64,7 +65,8 @@ SYNTHETIC_BANNER = f"> **{SYNTHETIC_TEXT}**"  # markdown; tools/campaign_html.py
 VERDICT_MARK = {
     "better": "better",
     "worse": "**worse**",
-    "within_noise": "within noise",
+    "indistinguishable": "indistinguishable",
+    "no_verdict": "no verdict",
     "no_baseline": "no baseline",
     "no_data": "n/a",
 }
@@ -112,14 +114,15 @@ def load_tiers(path: Path | None) -> list[dict]:
     return sorted(entries, key=lambda e: (e.get("number") if isinstance(e.get("number"), int) else 999, e["id"]))
 
 
-def load_threshold(path: Path | None, override: float | None) -> float:
+def load_confidence(path: Path | None, override: float | None) -> float:
+    """The comparison's confidence: ``--confidence``, else the settings file's, else 0.95."""
     if override is not None:
         return float(override)
     if path is not None and path.exists():
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if "noise_threshold_pct" in data:
-            return float(data["noise_threshold_pct"])
-    return 5.0
+        if "confidence" in data:
+            return float(data["confidence"])
+    return 0.95
 
 
 # ---------------------------------------------------------------- analysis
@@ -184,9 +187,13 @@ def fmt_summary(summary: dict | None, digits: int = 2) -> str:
 
 
 def fmt_delta(metric: dict) -> str:
+    """The change, with its interval when there is one: ``+12.0% [+3.1%, +21.7%]``."""
     if metric["delta_pct"] is None:
         return "—"
-    return f"{metric['delta_pct']:+.1f}%"
+    text = f"{metric['delta_pct']:+.1f}%"
+    if metric.get("ci_low_pct") is not None:
+        text += " " + interval_text(metric["ci_low_pct"], metric["ci_high_pct"])
+    return text
 
 
 def md_escape(text: object) -> str:
@@ -217,7 +224,7 @@ def tier_table(record: dict, comparison: dict) -> list[str]:
         cells = [str(concurrency)]
         cells += [fmt_summary(r["candidate"]) for r in rows] or ["—"] * len(METRICS)
         cells += [fmt_delta(r) for r in rows] or ["—"] * len(METRICS)
-        verdicts = [VERDICT_MARK.get(r["verdict"], r["verdict"]) for r in rows]
+        verdicts = [VERDICT_MARK.get(r["verdict"], r["verdict"]) + ("" if r["in_family"] else "*") for r in rows]
         failed = [
             p for p in record.get("points") or [] if p.get("concurrency") == concurrency and p.get("status") != "ok"
         ]
@@ -229,7 +236,7 @@ def tier_table(record: dict, comparison: dict) -> list[str]:
 
 
 def build_markdown(
-    records: list[dict], catalog: list[dict], threshold: float, baseline: str, problems: list[str]
+    records: list[dict], catalog: list[dict], confidence: float, baseline: str, problems: list[str]
 ) -> str:
     synthetic = is_synthetic(records)
     title = "# SGLang throughput report" + (" — SYNTHETIC (simulator)" if synthetic else "")
@@ -243,10 +250,12 @@ def build_markdown(
     newest = max((r.get("recorded_at") or "" for r in records), default="")
     out += [
         f"Built from {len(records)} record(s) in {len(ledgers)} ledger(s); newest record {newest}.",
-        "Each table shows the tier's latest successful run: medians over repeats "
-        "([min–max, n] when repeated). Δ is the change of the median against the latest successful "
-        f"`{baseline}` run of the same host, model and workload (for `{baseline}` itself: the one "
-        f"before). Verdict: |Δ| ≤ {threshold:g}% is within noise; TPOT is better when lower.",
+        "Each table shows the tier's latest successful run: medians over its server starts "
+        "([min–max, n] when there are several). Δ is the ratio of geometric means against the "
+        f"`{baseline}` runs of the same host, model, workload and launch script (for `{baseline}` itself: "
+        f"the ones before), with its {confidence:.0%} simultaneous interval over server starts. A verdict "
+        "only when the interval excludes 0; one start a side, or repeats within one start: no verdict. "
+        "TPOT is better when lower; * total tok/s follows output tok/s (not a test of its own).",
         "",
     ]
     names = {t["id"]: t.get("title") for t in catalog}
@@ -268,7 +277,7 @@ def build_markdown(
             record = latest(mine, host, tier, "success")
             if record is None:
                 continue
-            comparison = compare_record(record, mine, threshold, baseline)
+            comparison = compare_record(record, mine, confidence, baseline)
             heading = f"### {tier}" + (f" — {names[tier]}" if names.get(tier) else "")
             model = (record.get("model") or {}).get("model_path") or "unknown model"
             out += [
@@ -321,7 +330,7 @@ def build_markdown(
     return "\n".join(out)
 
 
-def status_block(records: list[dict], tier: str, threshold: float, baseline: str) -> str:
+def status_block(records: list[dict], tier: str, confidence: float, baseline: str) -> str:
     """Markdown for one tier page's status block."""
     lines = []
     hosts = hosts_of(records)
@@ -344,7 +353,7 @@ def status_block(records: list[dict], tier: str, threshold: float, baseline: str
                 f"({record.get('recorded_at')}): {short(failure.get('message'), 200)}"
             )
             continue
-        comparison = compare_record(record, [r for r in records if r.get("host") == host], threshold, baseline)
+        comparison = compare_record(record, [r for r in records if r.get("host") == host], confidence, baseline)
         top = comparison["points"][-1] if comparison["points"] else None
         detail = ""
         if top:
@@ -459,7 +468,7 @@ def write_if_changed(path: Path, data: bytes) -> bool:
     return True
 
 
-def update_tier_docs(records, catalog, docs_dir: Path, threshold: float, baseline: str) -> list[Path]:
+def update_tier_docs(records, catalog, docs_dir: Path, confidence: float, baseline: str) -> list[Path]:
     changed = []
     tiers = [t["id"] for t in catalog] or sorted({r.get("tier") for r in records if r.get("tier")})
     for tier in tiers:
@@ -468,7 +477,7 @@ def update_tier_docs(records, catalog, docs_dir: Path, threshold: float, baselin
             warn(f"{page} does not exist; its status block is not written")
             continue
         text = page.read_text(encoding="utf-8")
-        updated = replace_status(text, status_block(records, tier, threshold, baseline))
+        updated = replace_status(text, status_block(records, tier, confidence, baseline))
         if updated is None:
             warn(f"{page} has no {STATUS_BEGIN} ... {STATUS_END} markers; skipped")
             continue
@@ -486,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-tier-docs", action="store_true", help="do not touch the tier pages")
     parser.add_argument("--tiers", type=Path, default=ROOT / "data" / "tiers.yml")
     parser.add_argument("--settings", type=Path, default=ROOT / "data" / "benchmark.yml")
-    parser.add_argument("--threshold", type=float, help="noise threshold in percent (default: settings file)")
+    parser.add_argument("--confidence", type=float, help="the comparison's confidence, 0-1 (default: settings file)")
     parser.add_argument("--baseline-tier", default="baseline")
     args = parser.parse_args(argv)
     out_md = args.out_md or args.results_dir / "report.md"
@@ -496,12 +505,12 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         warn(problem)
     catalog = load_tiers(args.tiers)
-    threshold = load_threshold(args.settings, args.threshold)
-    markdown = build_markdown(records, catalog, threshold, args.baseline_tier, problems)
+    confidence = load_confidence(args.settings, args.confidence)
+    markdown = build_markdown(records, catalog, confidence, args.baseline_tier, problems)
     write_if_changed(out_md, markdown.encode("utf-8"))
     write_if_changed(out_png, build_png(records, catalog, args.baseline_tier))
     if not args.no_tier_docs:
-        update_tier_docs(records, catalog, args.tier_docs, threshold, args.baseline_tier)
+        update_tier_docs(records, catalog, args.tier_docs, confidence, args.baseline_tier)
     print(
         f"report: {out_md} and {out_png} from {len(records)} record(s)"
         + (" — SYNTHETIC" if is_synthetic(records) else "")

@@ -45,13 +45,19 @@ def table_rows(markdown: str, heading: str) -> dict[int, list[str]]:
 @pytest.fixture
 def results(tmp_path):
     folder = tmp_path / "results"
+    # Two server starts (records) of the baseline and of t02, 0.5 % apart: an interval over starts.
+    # t05 ran once: one start, so no verdict however close it is.
+    again = {c: (o * 1.005, t * 1.005, p * 0.995) for c, (o, t, p) in SEEDS.items()}
     faster = {c: (o * 1.12, t * 1.11, p * 0.9) for c, (o, t, p) in SEEDS.items()}
+    faster_again = {c: (o * 1.005, t * 1.005, p * 0.995) for c, (o, t, p) in faster.items()}
     noisy = {c: (o * 1.01, t * 0.99, p) for c, (o, t, p) in SEEDS.items()}
     write_ledger(
         folder / "node-a" / "ledger.jsonl",
         [
+            make("baseline", points(again), run="r0"),
             make("baseline", points(SEEDS)),
             make("t02-mscclpp", points(faster)),
+            make("t02-mscclpp", points(faster_again), run="r2"),
             make("t05-allreduce-fusion", points(noisy)),
             make(
                 "t01-piecewise-cuda-graph",
@@ -81,8 +87,8 @@ def run_report(tmp_path, results, *extra):
             str(REPO / "data" / "tiers.yml"),
             "--settings",
             str(REPO / "data" / "benchmark.yml"),
-            "--threshold",
-            "5",
+            "--confidence",
+            "0.95",
             *extra,
         ]
     )
@@ -97,16 +103,20 @@ def test_tables_come_from_the_ledger(tmp_path, results):
     for concurrency, (output, total, tpot) in SEEDS.items():
         row = base[concurrency]
         assert row[1:4] == [f"{output:,.2f}", f"{total:,.2f}", f"{tpot:,.2f}"]
-        assert row[4:7] == ["—", "—", "—"]  # the first baseline has nothing to compare with
+        # The baseline against the runs of it before (one start): a difference, no verdict.
+        assert row[4:7] == ["-0.5%", "-0.5%", "+0.5%"] and row[7] == "no verdict / no verdict* / no verdict"
     faster = table_rows(markdown, "### t02-mscclpp")
-    for concurrency, (output, _total, tpot) in SEEDS.items():
+    for concurrency, (output, _total, _tpot) in SEEDS.items():
         row = faster[concurrency]
-        assert row[1] == f"{output * 1.12:,.2f}"
-        assert row[4] == f"{(output * 1.12 - output) / output * 100:+.1f}%"
-        assert row[6] == f"{(tpot * 0.9 - tpot) / tpot * 100:+.1f}%"
-        assert row[7] == "better / better / better"
+        # Two starts a side: the median of the starts, their range, and Welch's interval over starts.
+        assert row[1].startswith(f"{output * 1.12 * 1.0025:,.2f} [") and row[1].endswith(", n=2]")
+        # Both arms' starts are 0.5 % apart: the ratio of geometric means is 1.12 exactly.
+        assert row[4].startswith("+12.0% [+")
+        assert row[6].startswith("-10.0% [-")
+        assert row[7] == "better / better* / better"
     noisy = table_rows(markdown, "### t05-allreduce-fusion")
-    assert all(row[7] == "within noise / within noise / within noise" for row in noisy.values())
+    # One start: however close, no verdict (and no interval).
+    assert all(row[7] == "no verdict / no verdict* / no verdict" and "[" not in row[4] for row in noisy.values())
     assert "SYNTHETIC" not in markdown
     assert "| t01-piecewise-cuda-graph | r-t01-piecewise-cuda-graph |" in markdown
     assert "`dynamo_fp4_jit`" in markdown
@@ -157,6 +167,7 @@ def test_tier_status_blocks_on_generated_pages(tmp_path, results, tier_pages, ca
 
     baseline = status("baseline.md")
     assert "**tested** on node-a" in baseline and "1,520.55 tok/s at concurrency 1024" in baseline
+    assert "no verdict" in baseline  # one start against the one before it
     assert "**blocked** on node-a: `dynamo_fp4_jit` at step start" in status("t01-piecewise-cuda-graph.md")
     assert "**tested** on node-a" in status("t02-mscclpp.md")
     assert "**untested** on node-a" in status("t03-single-batch-overlap.md")
