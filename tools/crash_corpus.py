@@ -342,17 +342,15 @@ def release_wording(entries, wheels):
     word_sets = [words for words in (set(_literal_words(regex)) for _c, _f, regex in items) if words]
     table = {item: {} for item in items}
     for version, wheel in wheels.items():
-        strings = wheel_strings(wheel, word_sets)
+        # Every string of the release filled once, not once per regex (67 regexes: 45 s -> 1 s).
+        filled = [
+            (name, [text for literal, count in texts for text in _fillings(literal, count)])
+            for name, texts in wheel_strings(wheel, word_sets).items()
+        ]
         for item in items:
-            pattern = re.compile(item[2])
+            search = re.compile(item[2]).search
             table[item][version] = next(
-                (
-                    name
-                    for name, texts in strings.items()
-                    if any(pattern.search(filled) for text, count in texts for filled in _fillings(text, count))
-                ),
-                None,
-            )
+                (name for name, texts in filled if any(search(text) for text in texts)), None)
     return table
 
 

@@ -92,8 +92,13 @@ def test_sampler_ignoring_sigterm_is_killed(tmp_path, sampler_files):
 def test_a_child_that_outlives_the_sampler_is_waited_for_and_killed(tmp_path, sampler_files):
     # The sampler dies at SIGTERM, its child ignores it: the stop is over only when the whole group
     # is gone (CI on a loaded machine once saw the stand-in's child outlive its leader's stop).
-    pid = start_script_sampler(tmp_path, sampler_files, "bash -c \"trap '' TERM; while :; do sleep 1; done\" &")
-    wait_until(lambda: len(telemetry.group_members(pid)) >= 2, "the sampler's child")
+    # The child says when its trap is set: a child that exists but has not run `trap` yet dies at
+    # SIGTERM like its leader, and the stop rightly needs no SIGKILL (a loaded CI machine saw it).
+    ready = tmp_path / "child-trap-set"
+    pid = start_script_sampler(
+        tmp_path, sampler_files, f"bash -c \"trap '' TERM; touch {ready}; while :; do sleep 1; done\" &")
+    wait_until(ready.exists, "the sampler's child to ignore SIGTERM")
+    assert len(telemetry.group_members(pid)) >= 2
     assert telemetry.stop_sampler(pid, 0.5) == "sigkill"
     assert not telemetry.process_alive(pid) and session_pids(pid) == [] and telemetry.group_members(pid) == []
 
