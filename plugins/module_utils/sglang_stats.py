@@ -71,7 +71,14 @@ import numpy as np
 
 try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_campaign import is_final
-    from ansible.module_utils.sglang_compare import METRICS, VERDICT_METRICS, model_key, simulator_key, workload_key
+    from ansible.module_utils.sglang_compare import (
+        METRICS,
+        VERDICT_METRICS,
+        model_key,
+        record_value,
+        simulator_key,
+        workload_key,
+    )
     from ansible.module_utils.sglang_interval import (
         BETTER,
         DEFAULT_CONFIDENCE,
@@ -90,7 +97,7 @@ try:  # Inside AnsiballZ.
     )
 except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
     from sglang_campaign import is_final
-    from sglang_compare import METRICS, VERDICT_METRICS, model_key, simulator_key, workload_key
+    from sglang_compare import METRICS, VERDICT_METRICS, model_key, record_value, simulator_key, workload_key
     from sglang_interval import (
         BETTER,
         DEFAULT_CONFIDENCE,
@@ -172,15 +179,14 @@ def cell_value(record, concurrency, metric):
     ``metric`` is a bench_serving key, or PER_USER (1000 / ``mean_tpot_ms`` of each point).
     None when the record has no ok point with that metric there.
     """
+    if metric != PER_USER:  # the experiment's own per-record value (sglang_compare)
+        return record_value(record, concurrency, metric)
     values = []
     for point in record.get("points") or []:
         if point.get("concurrency") != concurrency or point.get("status") != "ok":
             continue
-        if metric == PER_USER:
-            tpot = _numbers([point.get("mean_tpot_ms")])
-            values += [1000.0 / tpot[0]] if tpot and tpot[0] > 0 else []
-        else:
-            values += _numbers([point.get(metric)])
+        tpot = _numbers([point.get("mean_tpot_ms")])
+        values += [1000.0 / tpot[0]] if tpot and tpot[0] > 0 else []
     return float(np.median(values)) if values else None
 
 
