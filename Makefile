@@ -75,7 +75,7 @@ wheels: $(WHEELS) ## Fetch the SGLang wheels the flag-manifest tests parse
 
 # Everything under tests/ (pyproject.toml's testpaths): tests/integration and tests/unit.
 pytest: $(STAMP) $(WHEELS) browser ## Unit and integration tests (simulator, modules, playbooks, the HTML report in Chromium)
-	$(VPY) -m pytest -q --durations=25
+	$(VPY) -m pytest -q -n 2 --dist loadfile --durations=25
 
 # The folder is the selection: tests/unit holds no playbook run and no server (tests/conftest.py
 # stops a run whose tests/unit has an integration mark, fixture or helper). A unit test that hangs

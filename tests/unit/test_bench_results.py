@@ -703,12 +703,20 @@ def test_versions_from_this_interpreter():
 
 
 def test_launch_provenance_from_state_and_proc(tmp_path):
-    script, state = write_server_state(tmp_path, os.getpid(), 1, "python -m sglang.launch_server --port 1",
-                                       script_sha256="recorded-at-start")
-    launch = prov.launch_provenance(server_state=str(state))
+    # A child with a known argv (pytest-xdist retitles this worker, so its own cmdline is not argv).
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", "--port", "1"]
+    child = subprocess.Popen(argv)
+    try:
+        wait_until(lambda: psutil.Process(child.pid).cmdline() == argv, timeout=10)
+        script, state = write_server_state(tmp_path, child.pid, 1, "python -m sglang.launch_server --port 1",
+                                           script_sha256="recorded-at-start")
+        launch = prov.launch_provenance(server_state=str(state))
+    finally:
+        child.kill()
+        child.wait()
     assert launch["script_sha256"] == hashlib.sha256(script.read_bytes()).hexdigest()
     assert launch["script_sha256_at_start"] == "recorded-at-start"
-    assert launch["argv_source"] == "proc" and launch["argv"] == psutil.Process().cmdline()
+    assert launch["argv_source"] == "proc" and launch["argv"] == argv
     assert launch["server"]["tier"] == "baseline"
 
 

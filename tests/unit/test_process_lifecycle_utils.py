@@ -311,18 +311,25 @@ def test_process_surviving_sigkill_is_reported_with_its_state():
 
 
 def test_port_held_by_a_listener_names_its_process():
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    port = listener.getsockname()[1]
+    # The holder is a child, not this process: pytest-xdist rewrites its workers' titles
+    # (setproctitle), so this process's cmdline no longer says "python".
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import socket, sys, time\n"
+         "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+         "print(s.getsockname()[1], flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
     try:
+        port = int(child.stdout.readline())
         status = sglang_process.port_status(port)
         assert status["free"] is False
-        assert [h["pid"] for h in status["holders"]] == [os.getpid()]
+        assert [h["pid"] for h in status["holders"]] == [child.pid]
         assert "python" in status["holders"][0]["cmdline"]
-        assert f"pid {os.getpid()}" in sglang_process.format_holders(status["holders"])
+        assert f"pid {child.pid}" in sglang_process.format_holders(status["holders"])
     finally:
-        listener.close()
+        child.kill()
+        child.wait()
+        child.stdout.close()
     assert sglang_process.port_status(port) == {"port": port, "free": True, "holders": []}
 
 
