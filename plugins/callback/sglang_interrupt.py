@@ -20,6 +20,12 @@ description:
     keeps the points that completed); any other task fails as its signal makes it. The play's
     rescue then records the attempt as C(interrupted) with its step, skips the restore, and its
     always block gives the lock back (role sglang_experiment); a campaign starts no new cell.
+  - A benchmark client waiting in standby on this machine (started by module
+    sglang_bench_standby, leashed with C(--leash) to this controller, not yet taken over by a
+    measure step) is not a task process, since it runs in a session of its own. The first
+    interrupt ends its process group with SIGTERM at once, rather than leaving it to the
+    rescue's first task a few tasks later. A standby
+    client on another machine is ended by the rescue (role sglang_experiment).
   - A task that has not started its process yet is signalled as soon as it does, for up to
     O(grace) seconds. When no task fails from the interrupt - the running task was an action of
     the controller (set_fact, assert), or ended well before the signal reached it - the play ends
@@ -46,6 +52,8 @@ from ansible.plugins.callback import CallbackBase  # noqa: E402
 
 ENV = "SGLANG_LAB_INTERRUPTED"
 POLL_S = 0.05
+# The measure step's handover file in a standby directory (module_utils sglang_bench_points.STANDBY_GO).
+STANDBY_GO = "go.json"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -62,6 +70,38 @@ def children(pid):
         found.extend(kids)
         todo.extend(kids)
     return found
+
+
+def leashed_standby(holder, proc="/proc"):
+    """pids of the standby clients leashed to ``holder`` that no measure step has taken over.
+
+    A standby client's argv holds ``--standby DIR`` and ``--leash PID`` (module_utils
+    sglang_bench_points.start_standby); DIR/go.json is the measure step's handover, after
+    which that step owns (and ends) the client."""
+    found = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as handle:
+                argv = handle.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        pairs = dict(zip(argv, argv[1:], strict=False))
+        if pairs.get("--leash") != str(holder) or "--standby" not in pairs:
+            continue
+        if not os.path.exists(os.path.join(pairs["--standby"], STANDBY_GO)):
+            found.append(int(entry))
+    return found
+
+
+def end_groups(pids, signum=signal.SIGTERM):
+    """Signal the process group of each of ``pids`` (each leads its own session)."""
+    for pid in pids:
+        try:
+            os.killpg(pid, signum)
+        except OSError:
+            pass
 
 
 def live_workers(handler):
@@ -125,6 +165,7 @@ class CallbackModule(CallbackBase):
             grace = 10.0
         deadline = time.monotonic() + grace
         done = self.signalled
+        end_groups(leashed_standby(os.getpid()))
         while not self.ended.is_set() and time.monotonic() < deadline:
             for worker in live_workers(previous):
                 for pid in children(worker):

@@ -500,23 +500,6 @@ def _kill_group(proc, grace=10.0):
 INTERRUPT_GRACE_S = 0.5
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM, raised where the module is, so that its clean-up (the client's group) runs."""
-
-
-def raise_on_sigterm():
-    """Make SIGTERM raise Interrupted in this process instead of ending it at once.
-
-    Ansible passes SIGINT and SIGTERM of ansible-playbook to the worker's process group, the
-    module's included (ansible-core's WorkerProcess._term). SIGINT already raises
-    KeyboardInterrupt; SIGTERM would end the module without running any clean-up."""
-
-    def _raise(signum, frame):  # noqa: ARG001 - signal handler signature
-        raise Interrupted(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, _raise)
-
-
 # ------------------------------------------------------------------ the standby client
 # A client started beside the server (mode standby) imports bench_serving while the server
 # loads; the measure step attaches to it (run_plan's ``standby``). Its directory holds

@@ -761,3 +761,24 @@ def read_exit_status(run_dir):
             return int(handle.read().strip())
     except (OSError, ValueError):
         return None
+
+
+# ------------------------------------------------------------------ interrupts
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised where the module is, so that its clean-up (the client's group) runs."""
+
+
+def raise_on_sigterm():
+    """Make SIGTERM raise Interrupted in this process instead of ending it at once (modules
+    sglang_bench and sglang_server_stop).
+
+    Ansible passes SIGINT and SIGTERM of ansible-playbook to the worker's process group, the
+    module's included (ansible-core's WorkerProcess._term). SIGINT already raises
+    KeyboardInterrupt; SIGTERM would end the module without running any clean-up."""
+
+    def _raise(signum, frame):  # noqa: ARG001 - signal handler signature
+        raise Interrupted(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _raise)

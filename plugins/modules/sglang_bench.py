@@ -302,7 +302,6 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_points import (
-    Interrupted,
     build_client_argv,
     default_timeout,
     end_standby,
@@ -310,7 +309,6 @@ from ansible.module_utils.sglang_bench_points import (
     plan_points,
     point_from_result,
     point_warmup_requests,
-    raise_on_sigterm,
     read_new_results,
     read_standby,
     run_plan,
@@ -318,6 +316,7 @@ from ansible.module_utils.sglang_bench_points import (
     tail,
 )
 from ansible.module_utils.sglang_ledger import POINT_OK
+from ansible.module_utils.sglang_process import Interrupted, raise_on_sigterm
 from ansible.module_utils.sglang_provenance import (
     PROVENANCE_ARGUMENT_SPEC,
     provenance_from_params,

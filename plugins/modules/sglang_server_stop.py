@@ -22,6 +22,10 @@ description:
   - Fails, naming PID, command line and state (for example disk-sleep 'D'), when a process
     survives SIGKILL; fails naming the holder when the port stays taken.
   - On success the pidfile is removed and server.json becomes server.last.json.
+  - Interrupted (SIGINT, or SIGTERM, which Ansible passes from ansible-playbook to the module)
+    while it waits for the SIGTERM to work, it does not leave half a server holding GPU memory
+    and the port. It sends SIGKILL to every process of the server at once, verifies as usual,
+    and then fails with RV(interrupted) set (the play's rescue records the attempt as interrupted).
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_server.run_dir
@@ -150,6 +154,12 @@ timings:
       processes killed then say C(after_workers)).
   returned: always
   type: dict
+interrupted:
+  description: >-
+    The signal (C(SIGINT) or C(SIGTERM)) that interrupted the stop; the server's remaining
+    processes were then killed with SIGKILL and the result verified. Absent when not interrupted.
+  returned: when interrupted
+  type: str
 cleaned:
   description: >-
     Run-state files removed (server.json is kept as server.last.json). Cleaning the state of a
@@ -172,6 +182,7 @@ from ansible.module_utils.sglang_process import (
     STATE_NAME,
     WAIT_STATE_NAME,
     WORKER_PATTERN,
+    Interrupted,
     atomic_write_json,
     describe,
     find_server_processes,
@@ -180,6 +191,7 @@ from ansible.module_utils.sglang_process import (
     parse_iso,
     protected_pids,
     psutil,
+    raise_on_sigterm,
     read_json,
     read_pidfile,
     split_alive,
@@ -300,30 +312,50 @@ def main():
     records, handled = [], set()
     term_phase = 0.0
     workers_gone = None
-    for _round in range(max(1, p["max_rounds"])):
-        batch = {pid_: entry for pid_, entry in targets.items() if pid_ not in handled}
-        if not batch:
-            break
-        round_records, timings = stop_processes(
-            batch,
-            p["grace_seconds"],
+    interrupted = None
+    raise_on_sigterm()
+    try:
+        for _round in range(max(1, p["max_rounds"])):
+            batch = {pid_: entry for pid_, entry in targets.items() if pid_ not in handled}
+            if not batch:
+                break
+            round_records, timings = stop_processes(
+                batch,
+                p["grace_seconds"],
+                p["kill_wait_seconds"],
+                roots=roots,
+                orphan_grace_seconds=p["orphan_grace_seconds"],
+                workers=workers,
+                workers_gone_grace_seconds=p["workers_gone_grace_seconds"],
+            )
+            term_phase += timings["term_phase_s"]
+            if workers_gone is None and "workers_gone_s" in timings:
+                workers_gone = round(term_phase - timings["term_phase_s"] + timings["workers_gone_s"], 3)
+            records.extend(round_records)
+            handled.update(batch)
+            # Anything started during the stop (a child forked just before SIGTERM)?
+            targets, more_skipped = discover()
+            skipped.extend(item for item in more_skipped if item not in skipped)
+            targets = {pid_: entry for pid_, entry in targets.items() if pid_ not in handled}
+            still_alive, _zombies = split_alive(targets)
+            targets = {pid_: targets[pid_] for pid_ in still_alive}
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through raise_on_sigterm
+        interrupted = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+        # The interrupted round's records are lost with it; the kill pass records every process
+        # still found, so the result still lists what was signalled and how it ended.
+        rest, more_skipped = discover()
+        skipped.extend(item for item in more_skipped if item not in skipped)
+        rest_alive, _zombies = split_alive(rest)
+        kill_records, _timings = stop_processes(
+            {pid_: rest[pid_] for pid_ in rest_alive},
+            0.0,
             p["kill_wait_seconds"],
             roots=roots,
-            orphan_grace_seconds=p["orphan_grace_seconds"],
+            orphan_grace_seconds=0.0,
             workers=workers,
-            workers_gone_grace_seconds=p["workers_gone_grace_seconds"],
+            workers_gone_grace_seconds=0.0,
         )
-        term_phase += timings["term_phase_s"]
-        if workers_gone is None and "workers_gone_s" in timings:
-            workers_gone = round(term_phase - timings["term_phase_s"] + timings["workers_gone_s"], 3)
-        records.extend(round_records)
-        handled.update(batch)
-        # Anything started during the stop (a child forked just before SIGTERM)?
-        targets, more_skipped = discover()
-        skipped.extend(item for item in more_skipped if item not in skipped)
-        targets = {pid_: entry for pid_, entry in targets.items() if pid_ not in handled}
-        still_alive, _zombies = split_alive(targets)
-        targets = {pid_: targets[pid_] for pid_ in still_alive}
+        records.extend(kill_records)
 
     survivors = [record for record in records if record.get("outcome") == "survivor"]
     zombies = [
@@ -414,6 +446,13 @@ def main():
     # `changed` says whether a server was running; moving stale state files after a crash is
     # bookkeeping, listed here.
     result["cleaned"] = cleaned
+    if interrupted:
+        result.update(
+            interrupted=interrupted,
+            msg=f"sglang_server_stop in {run_dir}: interrupted ({interrupted}) while the server stopped; its "
+            f"remaining processes were killed (SIGKILL) and the stop verified: no process left, port free",
+        )
+        module.fail_json(**result)
     result["msg"] = (
         f"stopped {len(alive)} process(es) of tier {state.get('tier')}" if alive else "no SGLang server was running"
     )

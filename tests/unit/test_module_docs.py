@@ -271,6 +271,22 @@ def test_ansible_doc_renders_every_module():
         assert sorted(options) == sorted(merged_doc(name).get("options") or {}), name
 
 
+PLUGIN_DOCS = sorted(
+    str(path.relative_to(REPO))
+    for kind in ("callback", "filter", "action")
+    for path in (REPO / "plugins" / kind).glob("*.py")
+    if "DOCUMENTATION" in path.read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize("rel", PLUGIN_DOCS)
+def test_every_plugin_documentation_is_yaml(rel):
+    """A callback's DOCUMENTATION is parsed when Ansible loads its callbacks: a YAML error there
+    breaks every playbook of the project before its first task."""
+    doc = get_docstring(str(REPO / rel), fragment_loader)[0]
+    assert isinstance(doc, dict) and doc.get("short_description"), rel
+
+
 # --------------------------------------------------------------------------- the licence
 
 

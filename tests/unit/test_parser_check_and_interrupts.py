@@ -103,3 +103,44 @@ def test_an_interrupted_record_has_its_own_status_and_is_not_final():
     assert not sglang_campaign.is_final(record)
     assert sglang_ledger.validate_record(dict(record, failure={"class": "oom"}))
     assert "interrupted" in sglang_failure.restore_line(True, None, "SIGINT")
+
+
+# --------------------------------------------------------------------------- the interrupt callback
+
+
+def _interrupt_callback():
+    import importlib.util
+
+    from helpers.paths import REPO
+
+    spec = importlib.util.spec_from_file_location("sglang_interrupt_for_tests",
+                                                  REPO / "plugins" / "callback" / "sglang_interrupt.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fake_proc(root, pid, argv):
+    folder = root / str(pid)
+    folder.mkdir(parents=True)
+    (folder / "cmdline").write_bytes("\0".join(argv).encode() + b"\0")
+
+
+def test_the_first_interrupt_finds_the_standby_clients_leashed_to_this_controller(tmp_path):
+    import sglang_bench_points
+
+    callback = _interrupt_callback()
+    assert callback.STANDBY_GO == sglang_bench_points.STANDBY_GO
+    proc, waiting, taken = tmp_path / "proc", tmp_path / "waiting", tmp_path / "taken"
+    waiting.mkdir()
+    taken.mkdir()
+    (taken / sglang_bench_points.STANDBY_GO).write_text("{}")
+    client = ["python", "tools/sglang_bench_client.py", "--standby"]
+    _fake_proc(proc, 11, [*client, str(waiting), "--server-pid", "7", "--leash", "500"])
+    _fake_proc(proc, 12, [*client, str(waiting), "--leash", "501"])           # another controller's
+    _fake_proc(proc, 13, [*client, str(taken), "--leash", "500"])             # the measure step owns it
+    _fake_proc(proc, 14, ["python", "tools/sglang_bench_client.py", "--leash", "500"])  # not in standby
+    _fake_proc(proc, 15, ["sleep", "500"])
+    (proc / "self").mkdir()
+    assert callback.leashed_standby(500, proc=str(proc)) == [11]
+    assert callback.leashed_standby(502, proc=str(proc)) == []
