@@ -4,7 +4,7 @@
 # verify, destroy) on the locally built Debian 12 image, and report how long
 # each step took.
 #
-# Usage: tools/containers/molecule-all.sh [SCENARIO ...]
+# Usage: [MOLECULE_JOBS=N] tools/containers/molecule-all.sh [SCENARIO ...]
 #   (as root; default: every scenario, `default` first). Needs
 #   tools/containers/setup-podman.sh to have run once; builds the image if
 #   needed (tools/containers/build-image.sh, cached).
@@ -35,6 +35,11 @@ command -v molecule >/dev/null || {
     echo "molecule-all.sh: molecule not found in ${repo}/.venv; create the venv first (make venv)" >&2
     exit 2
 }
+jobs=${MOLECULE_JOBS:-1}
+[[ ${jobs} =~ ^[1-9][0-9]*$ ]] || {
+    echo "molecule-all.sh: MOLECULE_JOBS must be a whole number >= 1, got '${jobs}'" >&2
+    exit 2
+}
 "${here}/build-image.sh" || exit 2
 
 out="${repo}/.work/molecule"
@@ -42,9 +47,9 @@ mkdir -p "${out}"
 timings="${out}/timings.tsv"
 printf 'scenario\tresult\twall_s\tprepare_s\tcheck_s\tconverge_s\tidempotence_s\tverify_s\n' >"${timings}"
 
-failed=()
-cd "${repo}" || exit 2
-for scenario in "${scenarios[@]}"; do
+# One scenario: its log, and its row of timings in ${out}/<scenario>.row.
+run_scenario() {
+    local scenario=$1 log start end result
     log="${out}/${scenario}.log"
     echo "molecule-all.sh: ${scenario} (log: ${log#"${repo}"/})"
     start=$(date +%s.%N)
@@ -52,13 +57,12 @@ for scenario in "${scenarios[@]}"; do
         result=passed
     else
         result=FAILED
-        failed+=("${scenario}")
-        tail -n 40 "${log}" | sed 's/^/    /'
+        tail -n 40 "${log}" | sed "s/^/    ${scenario}: /"
     fi
     end=$(date +%s.%N)
     # Each step's ansible-playbook time: the largest "elapsed since the
     # playbook started" stamp that the profile_tasks callback printed in it.
-    python3 - "${log}" "${scenario}" "${result}" "${start}" "${end}" >>"${timings}" <<'PY'
+    python3 - "${log}" "${scenario}" "${result}" "${start}" "${end}" >"${out}/${scenario}.row" <<'PY'
 import re, sys
 log, scenario, result, start, end = sys.argv[1:]
 step_re = re.compile(r"\[(\S+) > (\w+)\] Executing")
@@ -77,6 +81,32 @@ cols = ["prepare", "check", "converge", "idempotence", "verify"]
 print("\t".join([scenario, result, "%.0f" % (float(end) - float(start))]
                 + ["%.1f" % times[c] if c in times else "-" for c in cols]))
 PY
+}
+
+# MOLECULE_JOBS lanes (default 1) run the scenarios side by side, lane i taking
+# scenarios i, i+N, ... in order; each scenario has its own container
+# (sglang-lab-<scenario>) and molecule state, so they do not meet. `make test`
+# runs two lanes: the scenarios wait on apt, pip and podman much of their time.
+cd "${repo}" || exit 2
+for ((lane = 0; lane < jobs; lane++)); do
+    (
+        for ((i = lane; i < ${#scenarios[@]}; i += jobs)); do
+            run_scenario "${scenarios[i]}"
+        done
+    ) &
+done
+wait
+
+failed=()
+for scenario in "${scenarios[@]}"; do
+    row="${out}/${scenario}.row"
+    if [[ -s ${row} ]] && [[ $(cut -f2 "${row}") == passed ]]; then
+        cat "${row}" >>"${timings}"
+    else
+        failed+=("${scenario}")
+        [[ -s ${row} ]] && cat "${row}" >>"${timings}"
+    fi
+    rm -f "${row}"
 done
 
 echo
