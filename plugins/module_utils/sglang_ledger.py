@@ -52,7 +52,7 @@ POINT_FAILED = "failed"
 POINT_STATUSES = (POINT_OK, POINT_FAILED)
 
 # Failure classes raised by the benchmark itself. Server-side classes come from
-# data/crash_signatures.yml (dynamo_fp4_jit, hang, process_exited, ...) and are
+# data/crash_signatures.yml (dynamo_fp4_jit, hang, unclassified_crash, ...) and are
 # passed in by the experiment's rescue; any class string is accepted.
 BENCH_FAILURE_CLASSES = {
     "warmup_failed": "a warm-up request to /generate failed (status and body kept)",

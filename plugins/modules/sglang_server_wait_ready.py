@@ -16,7 +16,7 @@ description:
     when that answers 404).
   - A fatal signature fails the task within O(linger_seconds) (time for the rest of the
     traceback to reach the log), with the class, the matching line, an excerpt around it and
-    the remedy. The process exiting without a known signature fails as C(process_exited) with
+    the remedy. The process exiting without a known signature fails as C(unclassified_crash) with
     the exit status and log tail; the overall timeout fails as C(hang) with the log tail.
   - The timeout counts from the server's start (C(started_at) in server.json), so the wait can
     be called again and again. With O(window_seconds) > 0 one call watches at most that long and
@@ -126,7 +126,7 @@ health:
   returned: always
   type: dict
 crash_class:
-  description: Class of the failure (a catalog class, process_exited, hang, or stopped_by_sigterm for a requested stop).
+  description: Class of the failure (a catalog class, unclassified_crash, hang, or stopped_by_sigterm for a requested stop).
   returned: failure
   type: str
   sample: dynamo_fp4_jit
@@ -139,7 +139,7 @@ crash_line_number:
   returned: failure
   type: int
 excerpt:
-  description: The log around the matching line (the log tail for hang / process_exited).
+  description: The log around the matching line (the log tail for hang / unclassified_crash).
   returned: failure
   type: str
 explanation:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -119,8 +120,21 @@ def test_sigint_during_the_benchmark(lab, tmp_path):
 
 
 def test_sigint_during_the_warmup(lab, tmp_path):
-    rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda log: log, "Benchmark every point in one client"),
-                                   signal.SIGINT, group=True, pause=3.0, sglang_bench_warmup_requests=4000)
+    # The warm-up has begun when the new server (its log rotated at the start, before the measure
+    # task) has answered a /generate request: a fixed pause after the task's start could land, on a
+    # loaded machine, while the module was still starting (then the step is the task's: benchmark).
+    in_task = text_in(lambda log: log, "Benchmark every point in one client")
+    server_log = lab.work / "logs" / "baseline.log"
+
+    def answered(_log):
+        # A client's request (port 0 is the health check's own internal /generate, as SGLang logs it).
+        try:
+            return re.search(r':[1-9][0-9]* - "POST /generate ', server_log.read_text()) is not None
+        except OSError:
+            return False
+
+    rc, left, new, out = interrupt(lab, tmp_path, lambda log: in_task(log) and answered(log),
+                                   signal.SIGINT, group=True, pause=0.5, sglang_bench_warmup_requests=4000)
     assert rc != 0 and left < 2.0
     assert_recorded(lab, new, "warmup")
 

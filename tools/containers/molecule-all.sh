@@ -86,7 +86,7 @@ PY
 # MOLECULE_JOBS lanes (default 1) run the scenarios side by side, lane i taking
 # scenarios i, i+N, ... in order; each scenario has its own container
 # (sglang-lab-<scenario>) and molecule state, so they do not meet. `make test`
-# runs two lanes: the scenarios wait on apt, pip and podman much of their time.
+# runs one lane: beside pytest on 2 cores, two lanes made CI slower (Makefile).
 cd "${repo}" || exit 2
 for ((lane = 0; lane < jobs; lane++)); do
     (
