@@ -126,7 +126,9 @@ health:
   returned: always
   type: dict
 crash_class:
-  description: Class of the failure (a catalog class, unclassified_crash, hang, or stopped_by_sigterm for a requested stop).
+  description: >-
+    Class of the failure (a catalog class, unclassified_crash, hang, or stopped_by_sigterm for a
+    requested stop).
   returned: failure
   type: str
   sample: dynamo_fp4_jit
