@@ -172,15 +172,30 @@ def test_sigint_during_the_stop_kills_the_rest_and_verifies(lab, tmp_path):
     stubborn = lab.server()
     session = [proc for proc in psutil.process_iter() if _sid(proc) == stubborn["sid"]]
     assert len(session) > 1
-    rc, left, new, out = interrupt(lab, tmp_path, text_in(lambda log: log, "Stop the SGLang server and verify"),
-                                   signal.SIGINT, group=True, pause=1.5,
+    in_task = text_in(lambda log: log, "Stop the SGLang server and verify")
+    leader = psutil.Process(stubborn["pid"])
+
+    def stopping(log):
+        # The stop module has sent its SIGTERM round (the leader, which honours it, is gone) and now
+        # waits on the stubborn scheduler. A fixed pause after the task's name could land, on a loaded
+        # machine, while the module was still starting: SIGINT would then end it before its handler.
+        return in_task(log) and not _alive(leader)
+
+    rc, left, new, out = interrupt(lab, tmp_path, stopping, signal.SIGINT, group=True, pause=0.3,
                                    sglang_server_stop_grace_seconds=60, sglang_server_stop_orphan_grace_seconds=60)
     assert rc != 0 and left < 2.0
     assert_recorded(lab, new, "stop")
     assert "interrupted (SIGINT) while the server stopped" in out
     # Nothing of the old server is left: the interrupted stop sent SIGKILL and verified.
-    assert [proc.pid for proc in session if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE] == []
+    assert [proc.pid for proc in session if _alive(proc)] == []
     assert not lab.healthy()
+
+
+def _alive(proc):
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _sid(proc):
