@@ -5,12 +5,14 @@
 
     python3 tools/device/perf_real.py --out DIR --work /tmp/lab --tier baseline --runs 3 -- <ansible-playbook argv>
 
-Runs, alternating and in this order, ``ours`` (``<ansible-playbook argv> playbooks/experiment.yml -e tier=<tier>``)
-then ``by hand`` (tools/perf_seeds_cycle.sh on the launch script the playbook rendered, with the benchmark
-settings of its ledger record: the seeds' pkill + pgrep poll, the script started in the background, /health
-polled every second, bench_serving once per point), ``--runs`` times each. Every run stops the server the
-previous one left, so each side pays a stop. The first ``ours`` run pays SGLang's parser once (its cache is
-empty), as the first experiment on a node does; the later ones find the verdict kept.
+First one start of the launch script that neither side is charged with (``warm_start``: the first start on
+a fresh machine reads everything from disk). Then, alternating and in this order, ``ours``
+(``<ansible-playbook argv> playbooks/experiment.yml -e tier=<tier>``) and ``by hand``
+(tools/perf_seeds_cycle.sh on the launch script the playbook rendered, with the benchmark settings of its
+ledger record: the seeds' pkill + pgrep poll, the script started in the background, /health polled every
+second, bench_serving once per point), ``--runs`` times each. Every run stops the server the previous one
+left, so each side pays a stop. The first ``ours`` run pays SGLang's parser once (its cache is empty), as
+the first experiment of a launch on a node does; the later ones find the verdict kept.
 
 Writes DIR/perf.json: the machine, the date, the tier and workload, one entry per run (wall, load, traffic,
 overhead, and for ours the start time and duration of every task, from the playbook's output stamped line by
@@ -23,11 +25,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,6 +137,44 @@ def by_hand(args, index, out, record):
     return entry
 
 
+def warm_start(args, out):
+    """One start of the tier's launch script that neither side is charged with: the first SGLang start on a
+    fresh machine reads every file from disk (phase e: 4943 against 7371-7977 tok/s; phase perf of
+    2026-12-03: a 64 s ready-wait against 49 s), and whichever side ran first paid it. Rendered with
+    render.yml (no parser: the first ``ours`` run still pays SGLang's parser), started with bash as a person
+    would, ready at the first 200 from /health, stopped with stop.yml. Returns what it took."""
+    began = time.monotonic()
+    rendered = subprocess.run(list(args.playbook) + ["playbooks/render.yml"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=args.timeout, check=False)
+    script = Path(args.work) / "launch" / f"{args.tier}.sh"
+    entry = {"render_rc": rendered.returncode, "script": str(script)}
+    if rendered.returncode != 0 or not script.exists():
+        entry["error"] = rendered.stdout[-2000:]
+        return entry
+    log = open(out / "warm_start.log", "wb")  # noqa: SIM115 - closed below, after the server is stopped
+    server = subprocess.Popen(["bash", str(script)], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    started = time.monotonic()
+    ready = None
+    while time.monotonic() - started < args.timeout and server.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{args.port}/health", timeout=10) as reply:
+                if reply.status == 200:
+                    ready = round(time.monotonic() - started, 3)
+                    break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    stopped = subprocess.run(list(args.playbook) + ["playbooks/stop.yml"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=args.timeout, check=False)
+    if server.poll() is None:  # stop.yml knows only servers it started; this one is ours to end
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=30)
+    log.close()
+    entry.update(ready_s=ready, stop_rc=stopped.returncode, wall_s=round(time.monotonic() - began, 3))
+    return entry
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -141,10 +184,15 @@ def main(argv=None):
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--timeout", type=int, default=400)
     parser.add_argument("--copy-to", help="also write perf.json here after every run ($OUT/perf.json)")
+    parser.add_argument("--no-warm-start", dest="warm_start", action="store_false",
+                        help="skip the uncharged first start of the launch script (warm_start)")
     parser.add_argument("playbook", nargs="+", help="the ansible-playbook command, after --")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     runs, record = [], None
+    args.warm = warm_start(args, args.out) if args.warm_start else None
+    if args.warm:
+        print(f"warm start (charged to neither side): {args.warm}", flush=True)
     for index in range(1, args.runs + 1):
         entry, record = ours(args, index, args.out)
         runs.append(entry)
@@ -172,6 +220,7 @@ def write(args, runs, record):
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "tier": args.tier,
         "workload": (record or {}).get("workload"),
+        "warm_start": getattr(args, "warm", None),
         "runs": runs,
         "ours_wall_s": ours_walls,
         "by_hand_wall_s": hand_walls,

@@ -48,10 +48,30 @@ cd "$(dirname "$0")/../.." || exit 1
 PHASE=${PHASE:-a}
 SITE=/tmp/site REC=/tmp/rec KIT=.device-kit WORK=/tmp/lab PORT=30000
 mkdir -p "$REC"
+probe_imports() {  # what one import of SGLang's parser and of bench_serving (the client's shells) costs
+  local t0 what
+  for what in "from sglang.srt.server_args import prepare_server_args" \
+              "import sys; sys.path.insert(0, 'tools'); import sglang_bench_client as c; c.import_bench(False)"; do
+    t0=$(date +%s.%N)
+    python3 -c "$what" > /dev/null 2>&1
+    echo "import ($1): $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s: $what" | tee -a "$REC/summary.txt"
+  done
+}
 if [ ! -f $SITE/.done ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $SITE .whl/*.whl .awhl/*.whl || exit 1
   mkdir -p /tmp/tvm-ffi-cache && tar -C /tmp/tvm-ffi-cache -xzf $KIT/jitcache-*.tgz
   cp -r $KIT/stubs/. $SITE/
+  # Byte-compile what was installed, as pip does on a real node (the install above is --no-compile, to
+  # fit the carry's time): without it every SGLang process (the server's three, the parser check, the
+  # benchmark client) compiles SGLang from source at each import, since make exports
+  # PYTHONDONTWRITEBYTECODE. Measured 2026-12-06: docs/real-sglang.md.
+  # shellcheck source=/dev/null
+  [ -n "${PROBE_IMPORTS:-}" ] && (source $KIT/env.sh; probe_imports "without byte code")
+  t0=$(date +%s.%N)
+  python3 -m compileall -q -j 0 $SITE > /dev/null 2>&1
+  echo "byte-compiled $SITE in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s" | tee -a "$REC/summary.txt"
+  # shellcheck source=/dev/null
+  [ -n "${PROBE_IMPORTS:-}" ] && (source $KIT/env.sh; probe_imports "byte-compiled")
   touch $SITE/.done
 fi
 # shellcheck source=/dev/null
