@@ -4,7 +4,7 @@ RECORD, each patch applies with exact context, gives the catalog's patched sha25
 and reverting it gives the original bytes back.
 
 The hunks are applied by a small exact-context applier here (no fuzz, no offset), independent
-of the role, which uses patch(1) in the molecule scenario ml_env_flashinfer."""
+of the role, which uses patch(1) in the molecule scenario provision (its verify)."""
 
 from __future__ import annotations
 

@@ -16,10 +16,13 @@ set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "${here}/../.." && pwd)"
-# preflight's verify covers a host without GPU too: that was the `default`
-# scenario, a whole create/prepare/converge/idempotence/destroy cycle (about
-# 50 s on CI's 2 cores) for one include_role.
-default_scenarios=(preflight cuda_toolkit ml_env_flashinfer model_cache provision experiment)
+# Few scenarios, on purpose: each pays create/prepare/converge/idempotence/
+# destroy (about half a minute before its own work starts, on CI's 2 cores).
+# The checks of roles cuda_toolkit, ml_env/flashinfer/sglang and model_cache
+# run in provision's verify, against the node provision converged, and
+# preflight's verify covers a host without GPU (until 2026-12 those were four
+# scenarios of their own: default, cuda_toolkit, ml_env_flashinfer, model_cache).
+default_scenarios=(preflight provision experiment)
 scenarios=("$@")
 ((${#scenarios[@]})) || scenarios=("${default_scenarios[@]}")
 
