@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,38 +137,17 @@ def by_hand(args, index, out, record):
 def warm_start(args, out):
     """One start of the tier's launch script that neither side is charged with: the first SGLang start on a
     fresh machine reads every file from disk (phase e: 4943 against 7371-7977 tok/s; phase perf of
-    2026-12-03: a 64 s ready-wait against 49 s), and whichever side ran first paid it. Rendered with
-    render.yml (no parser: the first ``ours`` run still pays SGLang's parser), started with bash as a person
-    would, ready at the first 200 from /health, stopped with stop.yml. Returns what it took."""
-    began = time.monotonic()
-    rendered = subprocess.run(list(args.playbook) + ["playbooks/render.yml"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=args.timeout, check=False)
-    script = Path(args.work) / "launch" / f"{args.tier}.sh"
-    entry = {"render_rc": rendered.returncode, "script": str(script)}
-    if rendered.returncode != 0 or not script.exists():
-        entry["error"] = rendered.stdout[-2000:]
-        return entry
-    log = open(out / "warm_start.log", "wb")  # noqa: SIM115 - closed below, after the server is stopped
-    server = subprocess.Popen(["bash", str(script)], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
-    started = time.monotonic()
-    ready = None
-    while time.monotonic() - started < args.timeout and server.poll() is None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{args.port}/health", timeout=10) as reply:
-                if reply.status == 200:
-                    ready = round(time.monotonic() - started, 3)
-                    break
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.5)
-    stopped = subprocess.run(list(args.playbook) + ["playbooks/stop.yml"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=args.timeout, check=False)
-    if server.poll() is None:  # stop.yml knows only servers it started; this one is ours to end
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait(timeout=30)
-    log.close()
-    entry.update(ready_s=ready, stop_rc=stopped.returncode, wall_s=round(time.monotonic() - began, 3))
+    2026-12-03: a 64 s ready-wait against 49 s), and whichever side ran first paid it. start.yml without
+    SGLang's parser (the first ``ours`` run still pays it), then stop.yml. Returns what each took."""
+    entry = {}
+    for name, extra in (("start", ["playbooks/start.yml", "-e", f"tier={args.tier}",
+                                   "-e", "sglang_launch_validate_with_real_parser=false"]),
+                        ("stop", ["playbooks/stop.yml"])):
+        rc, wall, lines = stamped_run(list(args.playbook) + extra, out / f"warm_{name}.out", args.timeout)
+        entry[name] = {"rc": rc, "wall_s": round(wall, 3)}
+        if rc != 0:
+            entry[name]["error"] = "\n".join(line for _, line in lines[-30:])
+            break
     return entry
 
 
