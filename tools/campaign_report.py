@@ -181,7 +181,10 @@ def fmt_pct(value: float | None) -> str:
 
 
 def fmt_summary(summary: dict | None, digits: int = 2) -> str:
-    """``median [ci_low–ci_high] n=N``; ``median (n=1)`` without an interval; — without a value."""
+    """``median [ci_low–ci_high] n=N``; ``median (n=1)`` without an interval; ``n/a (n=16)`` for a percentile
+    withheld for its sample size (requests per cell); — without a value."""
+    if summary and summary["median"] is None and summary.get("withheld"):
+        return f"n/a (n={summary['withheld']['n']})"
     if not summary or summary["median"] is None:
         return "—"
     text = fmt_num(summary["median"], digits)

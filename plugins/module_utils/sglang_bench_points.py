@@ -14,6 +14,7 @@ client, each documented as such.
 
 import datetime
 import json
+import math
 import os
 import re
 import signal
@@ -98,6 +99,80 @@ _CLIENT_FAILURES = (
         re.compile(r"name 'result' is not defined|Error running benchmark for request rate"),
     ),
 )
+
+
+# A percentile from too few samples is not that percentile: with n < 1 / (1 - q) requests the
+# expected number of samples above the q-quantile is below one, so bench_serving's "p99" of 16
+# requests is their maximum whatever the distribution (the SLO search on the H200 read p99 TTFT
+# 82-126 ms at c=1 from 16 requests against medians of 13-20 ms). Such a value is withheld:
+# the point's key is null and ``withheld_percentiles`` keeps the value, the sample size and the
+# size it needed, so every reader shows "n/a (n=16)". Medians need one sample.
+PERCENTILE_RE = re.compile(r"^(median|p(\d{1,2}(?:\.\d+)?))_(ttft|tpot|itl|e2e_latency)_ms$")
+
+
+def percentile_quantile(key):
+    """The quantile a bench_serving percentile key names (``p99_ttft_ms`` -> 0.99), or None."""
+    match = PERCENTILE_RE.match(str(key))
+    if not match:
+        return None
+    return 0.5 if match.group(1) == "median" else float(match.group(2)) / 100.0
+
+
+def min_samples(quantile):
+    """The samples a quantile needs: 1 for the median and below, else ceil(1 / (1 - q)) (p99: 100)."""
+    if quantile <= 0.5:
+        return 1
+    return math.ceil(round(1.0 / (1.0 - quantile), 9))
+
+
+def percentile_samples(result, completed):
+    """The samples behind each kind of latency of one bench_serving result: ``{ttft, e2e_latency, tpot, itl}``.
+
+    TTFT and end-to-end latency: one per completed request. TPOT: one per completed request with
+    more than one output token (bench_serving skips the others). ITL: every inter-token gap.
+    Exact from ``--output-details`` (``output_lens``, ``itls``); without them, from the totals."""
+    requests = int(completed or 0)
+    lens = result.get("output_lens")
+    itls = result.get("itls")
+    errors = result.get("errors") or []
+    if isinstance(lens, list) and lens:
+        ok = [n for i, n in enumerate(lens) if isinstance(n, (int, float)) and not (i < len(errors) and errors[i])]
+        tpot = sum(1 for n in ok if n > 1)
+    else:
+        tpot = requests
+    if isinstance(itls, list) and itls:
+        itl = sum(len(gaps) for gaps in itls if isinstance(gaps, list))
+    else:
+        total = result.get("total_output_tokens")
+        itl = max(0, int(total) - requests) if isinstance(total, (int, float)) else 0
+    return {"ttft": requests, "e2e_latency": requests, "tpot": min(tpot, requests), "itl": itl}
+
+
+def unsupported_percentiles(values, samples):
+    """The percentiles of ``values`` (a point or a result line) that ``samples`` cannot support:
+    ``{key: {"value", "n", "min_n"}}``."""
+    found = {}
+    for key, value in values.items():
+        quantile = percentile_quantile(key)
+        if quantile is None or value is None:
+            continue
+        kind = PERCENTILE_RE.match(key).group(3)
+        need = min_samples(quantile)
+        if samples.get(kind, 0) < need:
+            found[key] = {"value": value, "n": samples.get(kind, 0), "min_n": need}
+    return found
+
+
+def withhold_percentiles(point, result, completed):
+    """Null every percentile of ``point`` its sample cannot support; keep why in ``withheld_percentiles``."""
+    samples = percentile_samples(result, completed)
+    withheld = unsupported_percentiles(point, samples)
+    for key in withheld:
+        point[key] = None
+    point["samples"] = samples
+    if withheld:
+        point["withheld_percentiles"] = withheld
+    return point
 
 
 def num_prompts_for(concurrency, multiplier, floor):
@@ -336,6 +411,7 @@ def point_from_result(result, concurrency, repeat, num_prompts, server_errors=()
     completed = int(completed) if isinstance(completed, (int, float)) else 0
     point["completed"] = completed
     point["failed"] = int(num_prompts) - completed
+    withhold_percentiles(point, result, completed)
     if "errors" in result:
         point["errors"] = summarize_errors(result.get("errors"))
     signals = lying_signals(result, num_prompts, server_errors) if completed == int(num_prompts) else []

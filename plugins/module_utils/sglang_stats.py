@@ -190,6 +190,22 @@ def cell_value(record, concurrency, metric):
     return float(np.median(values)) if values else None
 
 
+def withheld_samples(records, concurrency, metric):
+    """``{"n", "min_n"}`` when ``metric`` was withheld at ``concurrency`` in any of the records' ok points
+    (too few requests for that percentile: module_utils sglang_bench_points.withhold_percentiles); the
+    smallest sample seen, so the report can say ``n/a (n=16)``. None when nothing was withheld."""
+    found = [
+        (point.get("withheld_percentiles") or {}).get(metric)
+        for record in records
+        for point in record.get("points") or []
+        if point.get("concurrency") == concurrency and point.get("status") == "ok"
+    ]
+    found = [entry for entry in found if isinstance(entry, dict)]
+    if not found:
+        return None
+    return {"n": min(entry.get("n", 0) for entry in found), "min_n": max(entry.get("min_n", 0) for entry in found)}
+
+
 def summarize(values, confidence=DEFAULT_CONFIDENCE, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED):
     """n, median, min, max and the percentile-bootstrap interval of the median.
 
@@ -537,6 +553,10 @@ def _workload_analysis(cells, options):
                     if value is not None:
                         values[metric].append(value)
             arm["points"][concurrency] = {m: summarize(v, **options) for m, v in values.items()}
+            for metric in LATENCY_METRICS:
+                withheld = withheld_samples(used, concurrency, metric)
+                if withheld:
+                    arm["points"][concurrency][metric]["withheld"] = withheld
         per_concurrency = {}
         for entry in arm["cells"]:
             for concurrency, seconds in entry["warmup_per_concurrency"].items():

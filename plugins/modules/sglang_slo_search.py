@@ -50,6 +50,10 @@ options:
       - A metric this bench_serving does not write (C(p90_tpot_ms) before
         SGLang 0.5.17, say) makes every probe fail; the task then fails and
         says so.
+      - Every probe sends at least the requests the highest bounded percentile
+        needs, ceil(1 / (1 - q)) (p99 100, p95 20), whatever the num_prompts
+        rule gives; a percentile a probe still cannot support fails it as
+        C(insufficient_samples) (docs/slo-search.md).
     type: list
     elements: dict
     required: true
@@ -376,10 +380,13 @@ from ansible.module_utils.sglang_bench_points import (
     default_timeout,
     failed_point,
     format_request_rate,
+    min_samples,
     num_prompts_for,
+    percentile_quantile,
     plan_points,
     read_new_results,
     run_plan,
+    unsupported_percentiles,
 )
 from ansible.module_utils.sglang_ledger import (
     POINT_OK,
@@ -483,6 +490,9 @@ class Prober:
         self.count = 0
         self.points = []
         self.server_log = server_log(self.p["server_state"])
+        # The requests a probe needs for every percentile the SLO bounds (p99: 100; min_samples).
+        quantiles = [percentile_quantile(check["metric"]) for check in slo]
+        self.min_requests = max([min_samples(q) for q in quantiles if q is not None] or [1])
 
     def spec(self, value, index):
         """The probe's planned point, with its bench_serving argv (sglang_bench_points' helpers)."""
@@ -491,6 +501,8 @@ class Prober:
         concurrency = p["max_concurrency"] if by_rate else value
         rate = str(value) if by_rate else p["request_rate"]
         prompts = p["num_prompts"] or num_prompts_for(value, p["num_prompts_multiplier"], p["num_prompts_floor"])
+        # Sized to support the SLO's percentiles: a p99 from 16 requests is their maximum.
+        prompts = max(prompts, self.min_requests)
         probe_dir = os.path.join(p["output_dir"], "p{:02d}_{}{}".format(index, "r" if by_rate else "c", value))
         spec = plan_points([concurrency], 1, probe_dir, num_prompts=prompts)[0]
         spec["probe_dir"] = probe_dir
@@ -554,11 +566,23 @@ class Prober:
             (key, point[key]) for key in METRIC_KEYS
             if isinstance(point.get(key), (int, float)) and not isinstance(point.get(key), bool)
         )
-        metrics.update(probe_metrics(self.slo, point, results[-1] if results else {}))
+        raw = dict(results[-1]) if results else {}
+        # A percentile the probe's sample cannot support is no value, from the point or the raw line.
+        withheld = dict(point.get("withheld_percentiles") or {})
+        withheld.update(unsupported_percentiles(raw, point.get("samples") or {}))
+        for key in withheld:
+            raw.pop(key, None)
+        metrics.update(probe_metrics(self.slo, point, raw))
         error = None
         if point.get("status") != POINT_OK:
             failure = point.get("failure") or {}
             error = {"class": failure.get("class") or "probe_failed", "message": failure.get("message") or ""}
+        else:
+            short = {c["metric"]: withheld[c["metric"]] for c in self.slo if c["metric"] in withheld}
+            if short:
+                error = {"class": "insufficient_samples", "message": "; ".join(
+                    f"{key}: n/a (n={entry['n']}, needs {entry['min_n']})" for key, entry in sorted(short.items())
+                )}
         return {
             "metrics": metrics,
             "error": error,
@@ -729,6 +753,14 @@ def main():
             "class": error["class"],
             "step": "slo_search",
             "message": "no probe completed: {}".format(error["message"]),
+        }
+    elif any((probe["error"] or {}).get("class") == "insufficient_samples" for probe in measured):
+        short = next(probe for probe in measured if (probe["error"] or {}).get("class") == "insufficient_samples")
+        failure = {
+            "class": "insufficient_samples",
+            "step": "slo_search",
+            "message": f"probe {short['index']} ({short['value']}): {short['error']['message']}; give more "
+                       "prompts per probe (num_prompts) or bound a lower percentile",
         }
     elif missing:
         failure = {
