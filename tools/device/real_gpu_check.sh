@@ -148,8 +148,10 @@ elif [ "$PHASE" = h ]; then
 elif [ "$PHASE" = perf ]; then
   # Ours and by hand on the same tier and workload, alternating (tools/device/perf_real.py), then the
   # parser's verdict kept: the same tier validated again.
+  # PERF_WARM_START=0: an earlier phase of this call already took the machine's cold first start.
+  warm=(); [ "${PERF_WARM_START:-1}" = 0 ] && warm=(--no-warm-start)
   python3 tools/device/perf_real.py --out "$REC/${PERF_DIR:-perf}" --work $WORK --tier baseline --runs "${RUNS:-3}" \
-    --copy-to "${OUT:-/tmp}/${PERF_DIR:-perf}.json" \
+    --copy-to "${OUT:-/tmp}/${PERF_DIR:-perf}.json" "${warm[@]}" \
     -- "${AP[@]}" 2>&1 | tee -a "$REC/summary.txt"
   step validate_again playbooks/validate.yml -e tier=baseline
   grep -E "accepted tier|prepare_server_args" -A2 "$REC/validate_again.out" | head -6 | tee -a "$REC/summary.txt"
