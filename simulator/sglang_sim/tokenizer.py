@@ -13,9 +13,9 @@ over a whitespace + punctuation split means decode -> encode gives back the
 same ids, so prompts built by bench_serving's ``random-ids`` dataset keep
 their length on the server.
 
-``TextCodec`` is what the server uses: it counts prompt tokens (with the
-tokenizer when one is configured, else a word/punctuation heuristic) and
-makes the synthetic output tokens.
+``TextCodec`` is what the server uses: it turns prompts into token ids (with
+the tokenizer when one is configured, else a word/punctuation heuristic; the
+radix cache matches on them) and makes the synthetic output tokens.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import json
 import random
 import re
 import string
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -226,9 +227,14 @@ class TextCodec:
         return 2
 
     def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def encode(self, text: str) -> list[int]:
+        """Prompt token ids: the tokenizer's, else one id per word or punctuation mark (a hash
+        of the lower-cased piece, as the synthetic tokenizer lower-cases)."""
         if self._tokenizer is not None:
-            return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
-        return heuristic_token_count(text)
+            return self._tokenizer.encode(text, add_special_tokens=False).ids
+        return [zlib.crc32(piece.lower().encode("utf-8", "replace")) for piece in _SPLIT.findall(text)]
 
     def output_token(self, seed: int, position: int) -> tuple[int, str]:
         """Token id and text of output position ``position`` (deterministic)."""
