@@ -13,6 +13,12 @@ The engine keeps a simulated clock: if the event loop falls behind (a busy
 2-core machine), the missed decode iterations are applied at once, so the
 token rate follows the model rather than the CPU; the streams then carry
 several tokens per chunk, which bench_serving handles.
+
+Prefix caching follows SGLang's radix cache (radix_cache.py): at admission each request's
+prompt is matched against the tree (``cached_tokens``), only the rest is prefilled (and counted
+against --max-prefill-tokens), the prompts go into the tree after the prefill and prompt +
+output when the request finishes. With --enable-metrics the engine feeds metrics.SglangMetrics
+at the points where SGLang's scheduler and tokenizer manager record theirs.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .metrics import SglangMetrics
+from .radix_cache import RadixCache, token_key
 from .throughput import ThroughputModel
 from .tokenizer import TextCodec
 
@@ -51,6 +59,14 @@ class GenRequest:
     stop_at: int = 0
     eos_hit: bool = False
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    key: bytes = b""  # the prompt's token ids (radix_cache.token_key)
+    cached_tokens: int = 0  # prompt tokens the radix cache had at admission
+    stream: bool = False  # streamed to the client (the metrics' is_streaming)
+    log_metrics: bool = True  # False for /health_generate, as in SGLang
+    queued_time: float | None = None
+    prefilled: bool = False
+    metric_time: float = 0.0  # last output the tokenizer manager's metrics saw
+    metric_tokens: int = 0
 
     def __post_init__(self):
         self.stop_at = self.max_new_tokens
@@ -93,6 +109,9 @@ class Engine:
         max_total_num_tokens: int,
         cuda_graph: bool,
         on_finish: Callable[[GenRequest], None] | None = None,
+        cache: RadixCache | None = None,
+        metrics: SglangMetrics | None = None,
+        stream_interval: int = 1,
     ):
         self.model = model
         self.codec = codec
@@ -100,6 +119,10 @@ class Engine:
         self.max_total_num_tokens = max(max_total_num_tokens, 1)
         self.cuda_graph = cuda_graph
         self.on_finish = on_finish
+        self.cache = cache if cache is not None else RadixCache(self.max_total_num_tokens)
+        self.metrics = metrics
+        self.stream_interval = max(int(stream_interval), 1)
+        self.last_cache_hit_rate = 0.0
         self.waiting: collections.deque[GenRequest] = collections.deque()
         self.running: list[GenRequest] = []
         self._wake = asyncio.Event()
@@ -115,6 +138,7 @@ class Engine:
     # --- requests -------------------------------------------------------------
 
     def submit(self, request: GenRequest) -> None:
+        request.queued_time = time.perf_counter()
         if request.max_new_tokens <= 0:
             self._finish(request)
             return
@@ -122,9 +146,13 @@ class Engine:
         self._wake.set()
 
     def abort(self, request: GenRequest) -> None:
+        if request.aborted or request.finished:
+            return
         request.aborted = True
         if request in self.waiting:
             self.waiting.remove(request)
+        if self.metrics is not None and request.log_metrics:
+            self.metrics.aborted()  # TokenizerManager.abort_request
 
     @property
     def num_active(self) -> int:
@@ -139,6 +167,7 @@ class Engine:
     def _emit(self, request: GenRequest, count: int) -> None:
         if request.first_token_time is None:
             request.first_token_time = time.perf_counter()
+            request.metric_time = request.first_token_time
         ids = request.output_ids
         ends = request.text_ends
         length = len(request.text)
@@ -154,7 +183,27 @@ class Engine:
         self._log_tokens += len(pieces)
         if request.remaining == 0:
             self._finish(request)
+        elif request.stream:
+            self._streamed_output(request)
         request.changed.set()
+
+    def _streamed_output(self, request: GenRequest) -> None:
+        """TokenizerManager.collect_metrics for one output of a streamed request: the first gives
+        the time to first token, each later one an inter-token latency over its new tokens (the
+        scheduler sends a streamed request's output every --stream-interval tokens)."""
+        metrics = self.metrics
+        if metrics is None or not request.log_metrics:
+            return
+        produced = len(request.output_ids)
+        if request.metric_tokens == 0:
+            metrics.first_output(request.first_token_time - request.created, streamed=True)
+        elif produced - request.metric_tokens >= self.stream_interval or request.finished:
+            now = time.perf_counter()
+            metrics.next_output(now - request.metric_time, produced - request.metric_tokens)
+            request.metric_time = now
+        else:
+            return
+        request.metric_tokens = produced
 
     def _finish(self, request: GenRequest) -> None:
         request.finished = True
@@ -163,6 +212,16 @@ class Engine:
             request.finish_reason = {"type": "stop", "matched": self.codec.eos_token_id}
         else:
             request.finish_reason = {"type": "length", "length": request.max_new_tokens}
+        if request.prefilled and request.key:
+            # cache_finished_req: prompt + output, less the last token (it has no KV yet)
+            self.cache.insert(request.key + token_key(request.output_ids[:-1]))
+        if self.metrics is not None and request.log_metrics:
+            if request.stream and request.metric_tokens:
+                self._streamed_output(request)
+            else:  # not streamed: its first output to the tokenizer is the last one
+                self.metrics.first_output(request.finished_time - request.created, request.stream)
+            self.metrics.finished(request.prompt_tokens, len(request.output_ids),
+                                  request.cached_tokens, request.e2e_latency(), request.stream)
         request.changed.set()
         if self.on_finish is not None:
             self.on_finish(request)
@@ -177,6 +236,7 @@ class Engine:
         while True:
             self.running = [r for r in self.running if not r.finished and not r.aborted]
             if not self.running and not self.waiting:
+                self._publish_idle()
                 self._wake.clear()
                 await self._wake.wait()
                 clock = loop.time()
@@ -189,21 +249,31 @@ class Engine:
             )
             if admit:
                 batch: list[GenRequest] = []
-                tokens = 0
+                tokens = cached = 0
                 while self.waiting and len(batch) < capacity:
                     nxt = self.waiting[0]
-                    if batch and tokens + nxt.prompt_tokens > model.max_prefill_tokens:
+                    # the radix cache's match; SGLang computes at least the last prompt token
+                    hit = self.cache.match_prefix(nxt.key, nxt.prompt_tokens - 1) if nxt.key else 0
+                    extend = nxt.prompt_tokens - hit
+                    if batch and tokens + extend > model.max_prefill_tokens:
                         break
                     batch.append(self.waiting.popleft())
-                    tokens += nxt.prompt_tokens
+                    nxt.cached_tokens = hit
+                    tokens += extend
+                    cached += hit
+                self._admitted(batch)
                 clock = max(clock, loop.time() - 1.0) + model.prefill_seconds(tokens) / self.speed
                 await self._sleep_until(loop, clock)
                 batch = [r for r in batch if not r.aborted]
-                self.total_prompt += tokens
+                self.total_prompt += tokens + cached
+                for request in batch:
+                    request.prefilled = True
+                    if request.key:
+                        self.cache.insert(request.key)  # cache_unfinished_req
                 for request in batch:
                     self._emit(request, 1)
                 self.running.extend(r for r in batch if not r.finished)
-                self._log_prefill(len(batch), tokens)
+                self._log_prefill(len(batch), tokens, cached)
                 decode_since_admit = 0
                 continue
 
@@ -231,16 +301,36 @@ class Engine:
         delay = deadline - loop.time()
         await asyncio.sleep(delay if delay > 0 else 0)
 
+    def _admitted(self, batch: list[GenRequest]) -> None:
+        """The batch's first forward: each request's queueing time (Req time stats)."""
+        if self.metrics is None:
+            return
+        now = time.perf_counter()
+        for request in batch:
+            self.metrics.queued(now - (request.queued_time or now))
+
+    def _publish_idle(self) -> None:
+        """metrics_reporter._maybe_log_idle_metrics: the idle scheduler publishes at once."""
+        if self.metrics is not None:
+            self.metrics.scheduler_stats(num_running_reqs=0, num_queue_reqs=0, gen_throughput=0.0,
+                                         token_usage=0.0, num_used_tokens=0)
+
     # --- SGLang-style batch logs ----------------------------------------------
 
-    def _log_prefill(self, new_seqs: int, new_tokens: int) -> None:
+    def _log_prefill(self, new_seqs: int, new_tokens: int, cached_tokens: int = 0) -> None:
         now = time.perf_counter()
         self.last_input_throughput = new_tokens / max(now - self._prefill_tic, 1e-9)
         self._prefill_tic = now
-        _, usage = self.token_usage()
+        used, usage = self.token_usage()
+        total = new_tokens + cached_tokens
+        self.last_cache_hit_rate = cached_tokens / total if total > 0 else 0.0
+        if self.metrics is not None:  # report_prefill_stats
+            self.metrics.scheduler_stats(
+                num_running_reqs=len(self.running), num_queue_reqs=len(self.waiting),
+                cache_hit_rate=self.last_cache_hit_rate, token_usage=usage, num_used_tokens=used)
         logger.info(
             f"Prefill batch, #new-seq: {new_seqs}, #new-token: {new_tokens}, "
-            f"#cached-token: 0, token usage: {usage:.2f}, "
+            f"#cached-token: {cached_tokens}, token usage: {usage:.2f}, "
             f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
             f"cuda graph: False, input throughput (token/s): {self.last_input_throughput:.2f}"
         )
@@ -253,6 +343,11 @@ class Engine:
         elapsed = max(now - self._log_tic, 1e-9)
         self.last_gen_throughput = self._log_tokens / elapsed
         used, usage = self.token_usage()
+        if self.metrics is not None:  # report_decode_stats: the hit rate goes back to 0
+            self.metrics.scheduler_stats(
+                num_running_reqs=running, num_queue_reqs=len(self.waiting),
+                gen_throughput=self.last_gen_throughput, cache_hit_rate=0.0, token_usage=usage,
+                num_used_tokens=used)
         logger.info(
             f"Decode batch, #running-req: {running}, #token: {used}, "
             f"token usage: {usage:.2f}, cuda graph: {self.cuda_graph}, "

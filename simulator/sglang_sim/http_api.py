@@ -8,9 +8,12 @@ lines ending in ``data: [DONE]``, ``text`` cumulative, ``meta_info`` with
 prompt_tokens / completion_tokens / cached_tokens / finish_reason / id /
 e2e_latency), the OpenAI-compatible /v1/completions and
 /v1/chat/completions, /health, /health_generate, /model_info,
-/server_info, /v1/models, /flush_cache and /get_load. A streamed /generate
-that fails validation answers HTTP 200 with an error chunk, as SGLang does.
-Every body that carries numbers also says ``"synthetic": true``.
+/server_info, /v1/models, /flush_cache (which empties the radix cache) and
+/get_load, and with --enable-metrics SGLang's Prometheus /metrics (metrics.py)
+and its HTTP request counters. A streamed /generate that fails validation
+answers HTTP 200 with an error chunk, as SGLang does. Every body that carries
+numbers also says ``"synthetic": true``; /metrics says it in a comment line
+(which Prometheus parsers skip) and an ``X-SGLang-Sim: synthetic`` header.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from aiohttp import web
 
 from .engine import Engine, GenRequest, request_seed
 from .logs import uvicorn_logger
+from .metrics import SglangMetrics
+from .radix_cache import token_key
 from .sglang_rules import stream_error_body
 
 logger = logging.getLogger("sglang_sim")
@@ -42,9 +47,11 @@ class ServerState:
     """Everything the handlers need; owned by launch_server."""
 
     def __init__(self, args: dict, engine: Engine, info: dict,
-                 on_request_done: Callable[[], None] | None = None):
+                 on_request_done: Callable[[], None] | None = None,
+                 metrics: SglangMetrics | None = None):
         self.args = args
         self.engine = engine
+        self.metrics = metrics  # set with --enable-metrics
         self.info = info  # version, simulator block, scheduler info
         self.status = LOADING
         self.on_request_done = on_request_done
@@ -100,6 +107,38 @@ async def access_log(request: web.Request, handler):
     return response
 
 
+METRICS_PATH = "/metrics"
+
+
+def _http_metrics(metrics: SglangMetrics):
+    """add_prometheus_track_response_middleware (--enable-metrics): every HTTP request counted by
+    route and method, its response by status code; /metrics itself included."""
+
+    @web.middleware
+    async def track(request: web.Request, handler):
+        resource = request.match_info.route.resource if request.match_info.route else None
+        if request.path.startswith(METRICS_PATH):
+            endpoint = METRICS_PATH  # SGLang mounts the exporter at /metrics
+        elif resource is not None:
+            endpoint = resource.canonical
+        else:
+            endpoint = request.path
+        method = request.method
+        metrics.http_begin(endpoint, method)
+        status = None
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            metrics.http_end(endpoint, method, status)
+
+    return track
+
+
 def _gate(state: ServerState):
     """/health and /health_generate: 503 during the warm-up request and while draining (every
     other endpoint answers, as recorded on 0.5.17); under the hang fault nothing is answered."""
@@ -118,21 +157,22 @@ def _gate(state: ServerState):
 # --- request parsing ------------------------------------------------------------
 
 
-def _prompt_tokens(state: ServerState, text: Any, input_ids: Any) -> int:
+def _prompt_ids(state: ServerState, text: Any, input_ids: Any) -> list[int]:
     if input_ids is not None:
         if not isinstance(input_ids, list) or not all(isinstance(i, int) for i in input_ids):
             raise ValueError("input_ids must be a list of integers")
-        return len(input_ids)
+        return input_ids
     if not isinstance(text, str):
         raise ValueError("text must be a string")
-    return state.engine.codec.count(text)
+    return state.engine.codec.encode(text)
 
 
 def _new_request(state: ServerState, text: Any, input_ids: Any, max_new_tokens: Any,
-                 ignore_eos: Any, rid: str | None = None) -> GenRequest:
+                 ignore_eos: Any, rid: str | None = None, stream: bool = False) -> GenRequest:
     if text is None and input_ids is None:
         raise ValueError("Either text, input_ids or input_embeds should be provided.")
-    prompt_tokens = _prompt_tokens(state, text, input_ids)
+    ids = _prompt_ids(state, text, input_ids)
+    prompt_tokens = len(ids)
     explicit = max_new_tokens is not None
     if not explicit:
         max_new_tokens = DEFAULT_MAX_NEW_TOKENS
@@ -148,6 +188,7 @@ def _new_request(state: ServerState, text: Any, input_ids: Any, max_new_tokens: 
                 f"model's context length ({context_len} tokens)."
             )
         prompt_tokens = context_len
+        ids = ids[:context_len]
     if explicit and max_new_tokens + prompt_tokens >= context_len:
         if not truncate:
             raise ValueError(
@@ -166,6 +207,8 @@ def _new_request(state: ServerState, text: Any, input_ids: Any, max_new_tokens: 
         max_new_tokens=max_new_tokens,
         ignore_eos=bool(ignore_eos),
         seed=request_seed(text if isinstance(text, str) else None, input_ids, str(rid)),
+        key=token_key(ids),
+        stream=bool(stream),
     )
 
 
@@ -178,7 +221,9 @@ def _meta_info(req: GenRequest) -> dict:
         "total_retractions": 0,
         "reasoning_tokens": 0,
         "completion_tokens": req.completion_tokens,
-        "cached_tokens": 0,
+        "cached_tokens": req.cached_tokens,
+        # output_streamer.get_cached_tokens_details: None without cached tokens
+        "cached_tokens_details": {"device": req.cached_tokens, "host": 0} if req.cached_tokens else None,
         "synthetic": True,
     }
     if req.finished:
@@ -258,8 +303,21 @@ async def _body(request: web.Request) -> dict:
 
 
 def build_app(state: ServerState) -> web.Application:
-    app = web.Application(middlewares=[access_log, _gate(state)], client_max_size=256 * 1024**2)
+    middlewares = [access_log, _gate(state)]
+    if state.metrics is not None:
+        middlewares.insert(0, _http_metrics(state.metrics))
+    app = web.Application(middlewares=middlewares, client_max_size=256 * 1024**2)
     routes = web.RouteTableDef()
+
+    @routes.route("*", METRICS_PATH + "{tail:.*}")
+    async def metrics(request):
+        """--enable-metrics: prometheus_client's ASGI app mounted at ^/metrics(.*)$, any method,
+        gzip when accepted. Without the flag there is no such route: FastAPI's 404 (recorded on
+        0.5.17: ep_metrics.txt)."""
+        if state.metrics is None:
+            return _json({"detail": "Not Found"}, 404)
+        body, headers = state.metrics.body(request.headers.get("Accept-Encoding", ""))
+        return web.Response(body=body, headers=headers)
 
     @routes.get("/health")
     async def health(_request):
@@ -267,7 +325,9 @@ def build_app(state: ServerState) -> web.Application:
 
     @routes.get("/health_generate")
     async def health_generate(_request):
-        req = GenRequest(rid=f"HEALTH_CHECK_{time.time()}", prompt_tokens=1, max_new_tokens=1)
+        # http_server.health_generate: input_ids [0], 1 token, log_metrics=False
+        req = GenRequest(rid=f"HEALTH_CHECK_{uuid.uuid4().hex}", prompt_tokens=1, max_new_tokens=1,
+                         key=token_key([0]), log_metrics=False)
         try:
             await asyncio.wait_for(_run_to_end(state, req), timeout=20)
         except TimeoutError:
@@ -365,6 +425,7 @@ def build_app(state: ServerState) -> web.Application:
             raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
         if state.engine.num_active:
             return web.Response(status=400, text="Flush cache failed.\n")
+        state.engine.cache.reset()
         logger.info("Cache flushed successfully!")
         return web.Response(
             text=(
@@ -447,7 +508,8 @@ def build_app(state: ServerState) -> web.Application:
             else:
                 reqs = [
                     _new_request(state, text, input_ids, params.get("max_new_tokens"),
-                                 params.get("ignore_eos", False), body.get("rid"))
+                                 params.get("ignore_eos", False), body.get("rid"),
+                                 stream=bool(body.get("stream")))
                 ]
         except ValueError as exc:
             logger.error(f"[http_server] Error: {exc}")
@@ -482,7 +544,9 @@ def build_app(state: ServerState) -> web.Application:
             "prompt_tokens": req.prompt_tokens,
             "total_tokens": req.prompt_tokens + req.completion_tokens,
             "completion_tokens": req.completion_tokens,
-            "prompt_tokens_details": None,
+            # UsageProcessor: the cached tokens only with --enable-cache-report
+            "prompt_tokens_details": ({"cached_tokens": req.cached_tokens}
+                                      if state.args.get("enable_cache_report") else None),
             "reasoning_tokens": 0,
             "synthetic": True,
         }
@@ -515,7 +579,8 @@ def build_app(state: ServerState) -> web.Application:
                 else:
                     text, input_ids = prompt, None
                 max_tokens = body.get("max_tokens", OPENAI_COMPLETIONS_DEFAULT_MAX_TOKENS)
-            req = _new_request(state, text, input_ids, max_tokens, body.get("ignore_eos", False))
+            req = _new_request(state, text, input_ids, max_tokens, body.get("ignore_eos", False),
+                               stream=bool(body.get("stream")))
         except ValueError as exc:
             return _error(str(exc))
         created = int(time.time())

@@ -36,6 +36,8 @@ from .config import ConfigError, SimConfig
 from .engine import Engine, GenRequest
 from .http_api import DRAINING, HANG, LOADING, READY, ServerState, build_app
 from .manifest import server_args_repr
+from .metrics import SglangMetrics
+from .radix_cache import RadixCache, token_key
 from .throughput import build_model
 from .tokenizer import TextCodec
 from .topology import build_topology
@@ -215,6 +217,8 @@ class Server:
             or DEFAULT_CONTEXT_LEN
         )
         self.max_total_num_tokens = kv_cache_tokens(args)
+        self.metrics = (SglangMetrics(args, self.new_family, self.max_total_num_tokens)
+                        if args.get("enable_metrics") else None)
         self.procs: list[tuple[str, multiprocessing.process.BaseProcess]] = []
         self.conns: list[Any] = []
         self.stubborn_pid: int | None = None
@@ -226,6 +230,9 @@ class Server:
             cfg.speed,
             self.max_total_num_tokens,
             cuda_graph=not args.get("disable_cuda_graph"),
+            cache=RadixCache(self.max_total_num_tokens, enabled=not args.get("disable_radix_cache")),
+            metrics=self.metrics,
+            stream_interval=int(args.get("stream_interval") or 1),
         )
         self.state = ServerState(
             args,
@@ -250,6 +257,7 @@ class Server:
                 },
             },
             on_request_done=self._request_done,
+            metrics=self.metrics,
         )
 
     # --- children ---------------------------------------------------------------
@@ -533,16 +541,24 @@ class Server:
         await asyncio.gather(engine_task, watchdog_task)
 
     async def _warmup(self) -> None:
-        """SGLang's warmup: one /generate of 8 tokens (not counted as a request), while /health
-        and /health_generate answer 503 (WARMUP_SHARE of the load time: the first request's
-        kernels)."""
+        """SGLang's warmup (http_server._execute_server_warmup): GET /model_info, then one
+        /generate of 8 tokens, not streamed, while /health and /health_generate answer 503
+        (WARMUP_SHARE of the load time: the first request's kernels). It is not counted for
+        crash_after_requests; with --enable-metrics it counts like any request (recorded on
+        0.5.17: the /generate requests and num_requests_total agree after the warm-up)."""
         await asyncio.sleep(self.cfg.load_seconds * WARMUP_SHARE)
-        req = GenRequest(rid="warmup", prompt_tokens=self.codec.count("The capital city of France is"),
-                         max_new_tokens=8)
+        if self.metrics is not None:
+            self.metrics.http_begin("/model_info", "GET")
+            self.metrics.http_end("/model_info", "GET", 200)
+            self.metrics.http_begin("/generate", "POST")
+        ids = self.codec.encode("The capital city of France is")
+        req = GenRequest(rid="warmup", prompt_tokens=len(ids), max_new_tokens=8, key=token_key(ids))
         self.engine.submit(req)
         while not req.finished:
             await req.changed.wait()
             req.changed.clear()
+        if self.metrics is not None:
+            self.metrics.http_end("/generate", "POST", 200)
         logs.uvicorn_logger.info('127.0.0.1:0 - "POST /generate HTTP/1.1" 200 OK')
 
 

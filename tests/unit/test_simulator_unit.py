@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import filecmp
+import gzip
 import json
+import re
 
 import pytest
 from helpers.paths import FIXTURES, REPO
-from sglang_sim import config, manifest, procs, sglang_rules, throughput, tokenizer, topology
+from sglang_sim import config, manifest, metrics, procs, radix_cache, sglang_rules, throughput, tokenizer, topology
 from sglang_sim import server as ls
 from sglang_sim.engine import Engine, GenRequest
 
@@ -727,3 +729,232 @@ def test_stream_error_bodies():
     message = recorded["error"]["message"]
     assert sglang_rules.stream_error_body(True, message) == recorded
     assert sglang_rules.stream_error_body(False, message) == {"error": {"message": message}}
+
+
+# --- the radix prefix cache (radix_cache) ----------------------------------------------------------
+
+
+def test_radix_cache_matches_the_longest_shared_prefix():
+    cache = radix_cache.RadixCache(capacity=1000)
+    key = radix_cache.token_key
+    assert cache.match_prefix(key([1, 2, 3, 4])) == 0
+    cache.insert(key([1, 2, 3, 4, 5]))
+    cache.insert(key([1, 2, 9, 9]))  # splits the first node after [1, 2]
+    assert cache.total_tokens == 7
+    assert cache.match_prefix(key([1, 2, 3, 4, 5, 6])) == 5
+    assert cache.match_prefix(key([1, 2, 9, 9, 9])) == 4
+    assert cache.match_prefix(key([1, 2, 3, 7])) == 3
+    assert cache.match_prefix(key([2, 1])) == 0
+    assert cache.match_prefix(key([1, 2, 3, 4, 5]), limit=4) == 4  # SGLang: input_len - 1 at most
+    cache.insert(key([1, 2, 3]))  # already there: nothing added
+    assert cache.total_tokens == 7
+    assert cache.match_prefix(key([1 + 2**32, 2])) == 2  # ids are kept to 32 bits
+    cache.reset()
+    assert cache.total_tokens == 0 and cache.match_prefix(key([1, 2, 3, 4, 5])) == 0
+    off = radix_cache.RadixCache(capacity=1000, enabled=False)  # --disable-radix-cache
+    off.insert(key([1, 2, 3]))
+    assert off.match_prefix(key([1, 2, 3])) == 0
+
+
+def test_radix_cache_evicts_the_least_recently_used_beyond_its_capacity():
+    cache = radix_cache.RadixCache(capacity=100)
+    key = radix_cache.token_key
+    cache.insert(key(range(0, 40)))
+    cache.insert(key(range(1000, 1040)))
+    assert cache.match_prefix(key(range(0, 40))) == 40  # the first is now the more recent
+    cache.insert(key(range(2000, 2040)))  # 120 > 100: evict down to 90, oldest leaf first
+    assert cache.total_tokens == 80
+    assert cache.match_prefix(key(range(1000, 1040))) == 0
+    assert cache.match_prefix(key(range(0, 40))) == 40
+    assert cache.match_prefix(key(range(2000, 2040))) == 40
+
+
+class _PrefillSpy:
+    """The throughput model, recording the tokens of each prefill iteration."""
+
+    def __init__(self, model):
+        self.model = model
+        self.prefills: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def prefill_seconds(self, tokens):
+        self.prefills.append(tokens)
+        return self.model.prefill_seconds(tokens)
+
+
+def _run_cached(batches, enabled=True, new_family=True, stream_interval=1):
+    """Run ``batches`` (lists of GenRequest keyword dicts) one after another through an engine
+    with a radix cache and metrics; returns (requests, prefill token counts, metrics, engine)."""
+
+    async def main():
+        spy = _PrefillSpy(throughput.build_model({}))
+        sgl_metrics = metrics.SglangMetrics({"model_path": "m"}, new_family, 10**6)
+        engine = Engine(spy, tokenizer.TextCodec(None), speed=1e6, max_total_num_tokens=10**6,
+                        cuda_graph=False, cache=radix_cache.RadixCache(10**6, enabled=enabled),
+                        metrics=sgl_metrics, stream_interval=stream_interval)
+        task = asyncio.create_task(engine.run())
+        done = []
+        for batch in batches:
+            if batch == "flush":
+                engine.cache.reset()
+                continue
+            reqs = [GenRequest(rid=str(len(done) + i), seed=i, **spec) for i, spec in enumerate(batch)]
+            for req in reqs:
+                engine.submit(req)
+            for req in reqs:
+                while not req.finished:
+                    await req.changed.wait()
+                    req.changed.clear()
+            done += reqs
+        task.cancel()
+        return done, spy.prefills, sgl_metrics, engine
+
+    # a broken engine (an exception in its loop) fails the test instead of hanging it
+    return asyncio.run(asyncio.wait_for(main(), timeout=30))
+
+
+def _prompt(ids):
+    return {"prompt_tokens": len(ids), "key": radix_cache.token_key(ids), "max_new_tokens": 4}
+
+
+def test_engine_prefills_only_the_uncached_tokens():
+    long = list(range(100, 2100))
+    reqs, prefills, _, _ = _run_cached([[_prompt(long)], [_prompt(long)], [_prompt(long[:1000] + [7] * 10)],
+                                        "flush", [_prompt(long)]])
+    assert [r.cached_tokens for r in reqs] == [0, 1999, 1000, 0]  # at least the last token is computed
+    assert prefills == [2000, 1, 10, 2000]
+    reqs, prefills, _, _ = _run_cached([[_prompt(long)], [_prompt(long)]], enabled=False)
+    assert [r.cached_tokens for r in reqs] == [0, 0] and prefills == [2000, 2000]
+
+
+def test_engine_requests_of_one_prefill_batch_do_not_hit_each_other():
+    same = list(range(50))
+    reqs, prefills, _, _ = _run_cached([[_prompt(same), _prompt(same)], [_prompt(same)]])
+    assert [r.cached_tokens for r in reqs] == [0, 0, 49] and prefills == [100, 1]
+
+
+def _series(text: str) -> dict[str, dict]:
+    return metrics.parse_exposition(text)
+
+
+def _value(families, family, sample=None, **labels) -> float:
+    """Sum of the samples of ``family`` named ``sample`` (default: the family) whose labels
+    include ``labels``."""
+    sample = sample or family
+    return sum(v for n, lab, v in families.get(family, {"samples": []})["samples"]
+               if n == sample and all(lab.get(k) == str(x) for k, x in labels.items()))
+
+
+def test_engine_feeds_the_metrics_as_sglang_counts():
+    """Streamed: TTFT at its first token, one inter-token observation per later output (count =
+    tokens); not streamed: TTFT at the end (= e2e), no inter-token latency; the health check
+    (log_metrics=False) counts only on the scheduler side (queue time)."""
+    ids = list(range(10, 30))
+    streamed = {**_prompt(ids), "max_new_tokens": 6, "stream": True}
+    plain = {**_prompt(ids), "max_new_tokens": 5}
+    health = {"prompt_tokens": 1, "key": radix_cache.token_key([0]), "max_new_tokens": 1, "log_metrics": False}
+    reqs, _, sgl_metrics, _ = _run_cached([[streamed], [plain], [health]])
+    fam = _series(sgl_metrics.render())
+    hist = "sglang:inter_token_latency_seconds"
+    assert _value(fam, "sglang:num_requests_total", is_streaming="true") == 1
+    assert _value(fam, "sglang:num_requests_total", is_streaming="false") == 1
+    assert _value(fam, "sglang:generation_tokens_total") == 11
+    assert _value(fam, "sglang:prompt_tokens_total") == 40
+    assert _value(fam, "sglang:cached_tokens_total", cache_source="device") == 19
+    assert _value(fam, hist, hist + "_count") == 5  # the streamed request's 6 tokens less the first
+    ttft = "sglang:time_to_first_token_seconds"
+    e2e = "sglang:e2e_request_latency_seconds"
+    assert _value(fam, ttft, ttft + "_count", is_streaming="true") == 1
+    assert _value(fam, ttft, ttft + "_sum", is_streaming="false") == \
+        _value(fam, e2e, e2e + "_sum", is_streaming="false") == pytest.approx(reqs[1].e2e_latency())
+    assert _value(fam, "sglang:queue_time_seconds", "sglang:queue_time_seconds_count") == 3
+    assert _value(fam, "sglang:uncached_prompt_tokens_histogram",
+                  "sglang:uncached_prompt_tokens_histogram_sum") == 21
+
+
+def test_stream_interval_groups_the_inter_token_observations():
+    streamed = {**_prompt(list(range(8))), "max_new_tokens": 9, "stream": True}
+    _, _, sgl_metrics, _ = _run_cached([[streamed]], stream_interval=4)
+    fam = _series(sgl_metrics.render())
+    hist = "sglang:inter_token_latency_seconds"
+    assert _value(fam, hist, hist + "_count") == 8  # tokens 2..9 in two outputs of 4
+    # each output's interval is added once to the sum and its tokens to one bucket
+    assert sum(1 for n, _, v in fam[hist]["samples"] if n == hist + "_bucket" and v > 0) >= 1
+
+
+def test_aborted_request_counts_as_aborted_only():
+    sgl_metrics = metrics.SglangMetrics({"model_path": "m"}, True, 1000)
+    engine = Engine(throughput.build_model({}), tokenizer.TextCodec(None), speed=1.0,
+                    max_total_num_tokens=1000, cuda_graph=False, metrics=sgl_metrics)
+    req = GenRequest(rid="a", prompt_tokens=3, max_new_tokens=3)
+    engine.waiting.append(req)
+    engine.abort(req)
+    engine.abort(req)
+    fam = _series(sgl_metrics.render())
+    assert _value(fam, "sglang:num_aborted_requests_total") == 1
+    assert "sglang:num_requests_total" not in fam
+
+
+METRICS_RECORDING = REAL_SGLANG / "probe-0.5.17-h200-tp1-metrics"
+
+
+def test_go_float_format_is_the_recorded_one():
+    """Every value and bucket bound of the recording, parsed and written again, is the same text."""
+    text = (METRICS_RECORDING / "honest.after.txt").read_text()
+    values = [line.rsplit(" ", 1)[1] for line in text.splitlines() if line and not line.startswith("#")]
+    bounds = [b for line in text.splitlines() if "_bucket{" in line for b in re.findall(r'le="([^"]+)"', line)]
+    assert "1.34184517e+08" in values and "NaN" in values and "+Inf" in bounds
+    assert [metrics.float_to_go_string(float(v)) for v in values + bounds] == values + bounds
+    assert metrics.float_to_go_string(1100000) == "1.1e+06"
+
+
+def test_exposition_round_trips_and_histograms_are_cumulative():
+    sgl_metrics = metrics.SglangMetrics({"model_path": "m", "served_model_name": "glm-5"}, True, 1000)
+    for seconds in (0.0005, 0.003, 0.3, 5000):
+        sgl_metrics.queued(seconds)
+    text = sgl_metrics.render()
+    assert text.startswith(metrics.SYNTHETIC_COMMENT + "\n")
+    fam = _series(text)
+    samples = fam["sglang:queue_time_seconds"]["samples"]
+    names = [n.rsplit("_", 1)[1] for n, _, _ in samples]
+    assert names[0] == "sum" and names[-1] == "count" and set(names[1:-1]) == {"bucket"}
+    buckets = [(lab["le"], v) for n, lab, v in samples if n.endswith("_bucket")]
+    assert buckets[:4] == [("0.0", 0), ("0.001", 1), ("0.005", 2), ("0.01", 2)]
+    assert buckets[-1] == ("+Inf", 4) and samples[-1][2] == 4
+    assert all(lab["model_name"] == "glm-5" for _, lab, _ in samples)
+    assert "sglang:num_requests_total" not in fam  # a labelled metric appears with its first series
+
+
+@pytest.mark.parametrize(
+    ("new_family", "request_labels", "queue_start"),
+    [
+        (False, {"model_name"}, ["0.0", "0.1", "0.2", "0.5"]),  # 0.5.10.post1's collectors
+        (True, {"model_name", "engine_type", "is_streaming"}, ["0.0", "0.001", "0.005", "0.01"]),
+    ],
+)
+def test_metric_labels_follow_the_release(new_family, request_labels, queue_start):
+    sgl_metrics = metrics.SglangMetrics({"model_path": "m"}, new_family, 1000)
+    sgl_metrics.finished(10, 5, 3, 0.5, streamed=True)
+    sgl_metrics.first_output(0.1, streamed=True)
+    sgl_metrics.queued(0.0)
+    fam = _series(sgl_metrics.render())
+    for name in ("sglang:num_requests_total", "sglang:prompt_tokens_total", "sglang:generation_tokens_total"):
+        assert {k for _, lab, _ in fam[name]["samples"] for k in lab} == request_labels
+    cached = fam["sglang:cached_tokens_total"]["samples"]
+    assert [lab for _, lab, _ in cached][0]["cache_source"] == "device"
+    assert ("sglang:uncached_prompt_tokens_histogram" in fam) is new_family
+    queue = [lab["le"] for n, lab, _ in fam["sglang:queue_time_seconds"]["samples"] if n.endswith("_bucket")]
+    assert queue[:4] == queue_start
+    scheduler = {k for _, lab, _ in fam["sglang:num_running_reqs"]["samples"] for k in lab}
+    assert scheduler == {"model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"}
+
+
+def test_metrics_body_is_gzipped_when_accepted():
+    sgl_metrics = metrics.SglangMetrics({"model_path": "m"}, True, 1000)
+    plain, headers = sgl_metrics.body("")
+    assert headers["Content-Type"].startswith("text/plain") and "Content-Encoding" not in headers
+    packed, headers = sgl_metrics.body("gzip, deflate")
+    assert headers["Content-Encoding"] == "gzip" and gzip.decompress(packed) == plain
+    assert headers["X-SGLang-Sim"] == "synthetic"
