@@ -440,3 +440,184 @@ def test_tiny_mem_fraction_dies_during_start_up(start_new):
     assert norm(next(line for line in log.splitlines() if line.startswith("ValueError: "))) == recorded_error
     assert "KV Cache is allocated" not in log
     assert wait_for(lambda: not server.group_alive(), timeout=10), server.group_alive()
+
+
+# --------------------------------------------------------------------------- 7. /metrics (--enable-metrics)
+
+METRICS = FIXTURES / "real-sglang" / "probe-0.5.17-h200-tp1-metrics"
+# what the simulator serves (simulator/README.md); each must be in the recording as well
+SERVED = {
+    "sglang:num_requests_total", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
+    "sglang:cached_tokens_total", "sglang:num_running_reqs", "sglang:num_queue_reqs",
+    "sglang:cache_hit_rate", "sglang:token_usage", "sglang:gen_throughput", "sglang:num_used_tokens",
+    "sglang:max_total_num_tokens", "sglang:queue_time_seconds", "sglang:time_to_first_token_seconds",
+    "sglang:e2e_request_latency_seconds", "sglang:inter_token_latency_seconds",
+    "sglang:prompt_tokens_histogram", "sglang:uncached_prompt_tokens_histogram",
+    "sglang:generation_tokens_histogram", "sglang:http_requests_total", "sglang:http_responses_total",
+    "sglang:http_requests_active",
+}
+# labels whose values do not depend on the model or the traffic
+FIXED_LABELS = ("engine_type", "tp_rank", "pp_rank", "moe_ep_rank", "cache_source", "is_streaming")
+
+
+def parse_metrics(text: str) -> dict[str, dict]:
+    from sglang_sim.metrics import parse_exposition
+
+    return parse_exposition(text)
+
+
+def scrape(server: SimServer) -> dict[str, dict]:
+    resp = requests.get(server.url + "/metrics", timeout=10)
+    assert resp.status_code == 200, resp.text
+    return parse_metrics(resp.text)
+
+
+def shape(family: dict) -> dict[str, object]:
+    """Per sample name: the label keys, the bucket bounds and the values of FIXED_LABELS."""
+    out: dict[str, object] = {}
+    for name, labels, _ in family["samples"]:
+        entry = out.setdefault(name, {"keys": set(), "le": [], "fixed": set()})
+        entry["keys"] |= set(labels)
+        if "le" in labels and labels["le"] not in entry["le"]:
+            entry["le"].append(labels["le"])
+        entry["fixed"] |= {(k, labels[k]) for k in FIXED_LABELS if k in labels}
+    return out
+
+
+def value(families: dict, sample: str, **labels: str) -> float:
+    """Sum of the samples named ``sample`` whose labels include ``labels`` (0 when none)."""
+    family = families.get(sample) or families.get(re.sub(r"_(sum|count|bucket)$", "", sample)) or {"samples": []}
+    return sum(v for n, lab, v in family["samples"] if n == sample and all(lab.get(k) == x for k, x in labels.items()))
+
+
+def delta(before: dict, after: dict, sample: str, **labels: str) -> float:
+    return value(after, sample, **labels) - value(before, sample, **labels)
+
+
+def moved_outside_http(before: dict, after: dict) -> list[tuple]:
+    """The series that changed, outside the HTTP middleware's metrics and the process CPU counter
+    (NaN equal to NaN: the recording's fwd_occupancy)."""
+
+    def series(families: dict) -> dict[tuple, float]:
+        return {(n, tuple(sorted(lab.items()))): v
+                for fam, data in families.items() if not fam.startswith(("sglang:http_", "sglang:process_cpu"))
+                for n, lab, v in data["samples"]}
+
+    old, new = series(before), series(after)
+    return [k for k in old.keys() | new.keys()
+            if not (k in old and k in new and (old[k] == new[k] or (old[k] != old[k] and new[k] != new[k])))]
+
+
+def run_bench(server: SimServer, tokenizer: Path, tmp_path: Path, name: str, *argv: str) -> dict:
+    """SGLang's bench_serving (tools/sglang_bench_client.py), random-ids, seed 1: its result row."""
+    if not BENCH_CLIENT.is_file():
+        pytest.fail(f"{BENCH_CLIENT} (the torch-free bench_serving launcher) is missing")
+    out = tmp_path / f"{name}.jsonl"
+    cmd = [PYTHON, str(BENCH_CLIENT), "--backend", "sglang", "--host", "127.0.0.1", "--port", str(server.port),
+           "--dataset-name", "random-ids", "--tokenizer", str(tokenizer), "--random-range-ratio", "1.0",
+           "--output-file", str(out), "--disable-tqdm", "--seed", "1", *argv]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(out.read_text().splitlines()[-1])
+
+
+def test_metrics_without_enable_metrics_is_fastapis_404(start_new):
+    """ep_metrics_without_flag.txt: real SGLang started without --enable-metrics answers /metrics
+    with FastAPI's 404 ``{"detail":"Not Found"}``."""
+    recorded_code, recorded_body = (METRICS / "ep_metrics_without_flag.txt").read_text().split("\n", 1)
+    server = start_new("--skip-server-warmup", SGLANG_SIM_LOAD_SECONDS="0.4")
+    server.wait_ready()
+    resp = requests.get(server.url + "/metrics", timeout=5)
+    assert (resp.status_code, resp.text) == (int(recorded_code), recorded_body) == (404, '{"detail":"Not Found"}')
+    assert resp.headers["Content-Type"].startswith("application/json")
+
+
+def test_metrics_names_types_labels_and_buckets_are_the_recorded_ones(start_new):
+    """honest.after.txt: every metric the simulator serves has the recorded HELP, TYPE, label keys,
+    fixed label values (engine_type="unified", tp_rank="0", cache_source="device", ...) and bucket
+    bounds, and the simulator serves no metric that real SGLang did not."""
+    recorded = parse_metrics((METRICS / "honest.after.txt").read_text())
+    server = start_new("--enable-metrics", SGLANG_SIM_LOAD_SECONDS="0.4")
+    server.wait_ready()
+    # the server's own warm-up (http_server._execute_server_warmup): GET /model_info, then a /generate
+    # of 8 tokens, not streamed, that counts like any request (recorded: 69 /generate, 69 requests)
+    warm = scrape(server)
+    assert value(warm, "sglang:num_requests_total") == 1
+    assert value(warm, "sglang:num_requests_total", is_streaming="false") == 1
+    assert value(warm, "sglang:generation_tokens_total", is_streaming="false") == 8
+    assert value(warm, "sglang:http_requests_total", endpoint="/model_info") == 1
+    assert value(warm, "sglang:http_responses_total", endpoint="/generate", status_code="200") == 1
+    # every /generate of the recording (the warm-up's too) counted as a request
+    assert value(recorded, "sglang:http_requests_total", endpoint="/generate") == \
+        value(recorded, "sglang:num_requests_total") == 102
+    assert requests.get(server.url + "/health_generate", timeout=30).status_code == 200
+    for stream in (True, False):  # the warm-up's prompt again: cached tokens too
+        body = {"text": "The capital city of France is", "stream": stream, "sampling_params": {"max_new_tokens": 4}}
+        assert requests.post(server.url + "/generate", json=body, timeout=30).status_code == 200
+    resp = requests.get(server.url + "/metrics", timeout=10)
+    assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert resp.text.startswith("# sglang-sim: SYNTHETIC")
+    sim = parse_metrics(resp.text)
+    assert set(sim) == SERVED, set(sim) ^ SERVED
+    assert not set(sim) - set(recorded), set(sim) - set(recorded)
+    for name in sorted(sim):
+        assert (sim[name]["type"], sim[name]["help"]) == (recorded[name]["type"], recorded[name]["help"]), name
+        sim_shape, rec_shape = shape(sim[name]), shape(recorded[name])
+        assert set(sim_shape) == set(rec_shape), (name, set(sim_shape), set(rec_shape))
+        for sample, got in sim_shape.items():
+            want = rec_shape[sample]
+            assert got["keys"] == want["keys"], (sample, got["keys"], want["keys"])
+            assert got["le"] == want["le"], (sample, got["le"], want["le"])
+            assert got["fixed"] <= want["fixed"], (sample, got["fixed"] - want["fixed"])
+    streams = {lab["is_streaming"] for _, lab, _ in sim["sglang:num_requests_total"]["samples"]}
+    assert streams == {"true", "false"}
+
+
+def test_metrics_count_the_honest_and_the_lying_point_as_recorded(start_new, sim_tokenizer, tmp_path):
+    """README.recording.md: the honest point (32 × 128 in / 32 out at c=8, bench_serving's warm-up
+    included) moved num_requests_total{is_streaming="true"} by 33 and generation_tokens_total by
+    1056 = 1024 + 32; prompt_tokens_total less cached_tokens_total moved by one token per request
+    (the same seed had sent the same prompts before); the lying point (8 prompts longer than the
+    context) moved no request, token or latency series, only /generate's HTTP counters (+9)."""
+    rec = {p: {s: parse_metrics((METRICS / f"{p}.{s}.txt").read_text()) for s in ("before", "after")}
+           for p in ("honest", "lying")}
+    server = start_new("--enable-metrics", "--context-length", "4096", SGLANG_SIM_LOAD_SECONDS="0.4")
+    server.wait_ready()
+    honest = ("--num-prompts", "32", "--max-concurrency", "8", "--random-input-len", "128", "--random-output-len", "32")
+    run_bench(server, sim_tokenizer, tmp_path, "first", *honest)  # the experiment's own benchmark
+    before = scrape(server)
+    row = run_bench(server, sim_tokenizer, tmp_path, "honest", *honest)
+    after = scrape(server)
+    r_before, r_after = rec["honest"]["before"], rec["honest"]["after"]
+    true, false = {"is_streaming": "true"}, {"is_streaming": "false"}
+    for sample, labels in (("sglang:num_requests_total", true), ("sglang:generation_tokens_total", true),
+                           ("sglang:num_requests_total", false), ("sglang:generation_tokens_total", false),
+                           ("sglang:time_to_first_token_seconds_count", true),
+                           ("sglang:e2e_request_latency_seconds_count", true),
+                           ("sglang:inter_token_latency_seconds_count", {}),
+                           ("sglang:queue_time_seconds_count", {})):
+        assert delta(before, after, sample, **labels) == delta(r_before, r_after, sample, **labels), (sample, labels)
+    assert delta(before, after, "sglang:num_requests_total") == row["completed"] + 1 == 33
+    assert delta(before, after, "sglang:generation_tokens_total") == row["total_output_tokens"] + 32 == 1056
+    # the simulator's tokenizer gives back the client's ids: its prompt count is the client's + the warm-up's
+    prompt = delta(before, after, "sglang:prompt_tokens_total")
+    assert prompt == row["total_input_tokens"] + row["total_input_tokens"] / row["completed"]
+    recorded_prompt = delta(r_before, r_after, "sglang:prompt_tokens_total")
+    for b, a, n in ((before, after, prompt), (r_before, r_after, recorded_prompt)):
+        cached = delta(b, a, "sglang:cached_tokens_total", cache_source="device")
+        assert n - cached == 33, (n, cached)  # one computed token per request: a hit rate near 1
+    assert delta(before, after, "sglang:http_requests_total", endpoint="/generate") == \
+        delta(r_before, r_after, "sglang:http_requests_total", endpoint="/generate") == 33
+
+    before = scrape(server)
+    lying = run_bench(server, sim_tokenizer, tmp_path, "lying", "--num-prompts", "8", "--max-concurrency", "4",
+                      "--random-input-len", "5000", "--random-output-len", "32")
+    after = scrape(server)
+    assert lying["completed"] == 8  # bench_serving's word
+    r_before, r_after = rec["lying"]["before"], rec["lying"]["after"]
+    assert moved_outside_http(r_before, r_after) == []
+    assert moved_outside_http(before, after) == []
+    for sample, labels in (("sglang:http_requests_total", {"endpoint": "/generate"}),
+                           ("sglang:http_responses_total", {"endpoint": "/generate", "status_code": "200"})):
+        assert delta(before, after, sample, **labels) == delta(r_before, r_after, sample, **labels) == 9

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -145,17 +146,24 @@ def test_health_and_info_endpoints(shared_server):
     load = requests.get(url + "/get_load", timeout=5).json()
     assert load[0]["synthetic"] is True and "num_reqs" in load[0]
     assert requests.get(url + "/no_such_endpoint", timeout=5).status_code == 404
+    # no --enable-metrics: no /metrics route, FastAPI's 404 (recorded on 0.5.17)
+    metrics = requests.get(url + "/metrics", timeout=5)
+    assert (metrics.status_code, metrics.json()) == (404, {"detail": "Not Found"})
 
 
 def test_generate_non_stream(shared_server):
     body = {"text": "the batch is ready", "sampling_params": {"max_new_tokens": 7, "ignore_eos": True}}
+    assert requests.post(shared_server.url + "/flush_cache", timeout=5).status_code == 200
     out = requests.post(shared_server.url + "/generate", json=body, timeout=30).json()
     meta = out["meta_info"]
     assert meta["prompt_tokens"] == 4 and meta["completion_tokens"] == 7
     assert meta["finish_reason"] == {"type": "length", "length": 7}
-    assert meta["cached_tokens"] == 0 and meta["synthetic"] is True
+    assert meta["cached_tokens"] == 0 and meta["cached_tokens_details"] is None and meta["synthetic"] is True
     assert meta["e2e_latency"] > 0 and meta["id"]
     assert len(out["output_ids"]) == 7 and len(out["text"].split()) == 7
+    # the same prompt again: the radix cache has it; SGLang computes the last token all the same
+    again = requests.post(shared_server.url + "/generate", json=body, timeout=30).json()["meta_info"]
+    assert (again["cached_tokens"], again["cached_tokens_details"]) == (3, {"device": 3, "host": 0})
     by_ids = requests.post(shared_server.url + "/generate", timeout=30,
                            json={"input_ids": [5, 6, 7, 8, 9], "sampling_params": {"max_new_tokens": 2}})
     assert by_ids.json()["meta_info"]["prompt_tokens"] == 5
@@ -572,3 +580,134 @@ def test_fault_logs_match_the_crash_catalog(sim_start, sim_tokenizer, crash_cata
     server.wait_exit()
     report = module.classify_text(catalog, server.log())
     assert report is not None and report["crash_class"] == expected, report
+
+
+# --- /metrics (--enable-metrics) and the radix cache, on the pin's collectors ------------------------
+
+
+@pytest.fixture(scope="module")
+def metrics_server(sim_manifest, sim_tokenizer, tmp_path_factory):
+    """One ready server with --enable-metrics and a 256-token context (0.5.10.post1's manifest)."""
+    port = free_port()
+    server = SimServer(
+        ["--model-path", str(sim_tokenizer), "--served-model-name", "glm-5", "--enable-metrics",
+         "--context-length", "256", "--host", "127.0.0.1", "--port", str(port)],
+        sim_env(sim_manifest, SGLANG_SIM_TOKENIZER=str(sim_tokenizer)),
+        tmp_path_factory.mktemp("metrics") / "sim.log",
+        port,
+    )
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+def scrape(server: SimServer) -> dict[tuple, float]:
+    """/metrics as {(sample name, sorted labels): value}."""
+    resp = requests.get(server.url + "/metrics", timeout=10)
+    assert resp.status_code == 200 and resp.text.startswith("# sglang-sim: SYNTHETIC"), resp.text[:200]
+    out = {}
+    for line in resp.text.splitlines():
+        if line and not line.startswith("#"):
+            series, number = line.rsplit(" ", 1)
+            name, _, labels = series.partition("{")
+            out[(name, tuple(sorted(re.findall(r'(\w+)="([^"]*)"', labels))))] = float(number)
+    return out
+
+
+def moved(before: dict, after: dict, name: str, **labels: str) -> float:
+    """How much the series named ``name`` whose labels include ``labels`` moved, together."""
+
+    def total(data):
+        return sum(v for (n, lab), v in data.items() if n == name and set(labels.items()) <= set(lab))
+
+    return total(after) - total(before)
+
+
+def stream_generate(url: str, body: dict) -> list[dict]:
+    with requests.post(url + "/generate", json={**body, "stream": True}, stream=True, timeout=30) as resp:
+        assert resp.status_code == 200
+        events = [e for e in resp.content.decode().split("\n\n") if e]
+    assert events[-1] == "data: [DONE]"
+    return [json.loads(e[len("data: "):]) for e in events[:-1]]
+
+
+def test_metrics_count_what_finished_and_nothing_of_a_streamed_error(metrics_server):
+    """Requests, prompt and generation tokens move by exactly what was sent; the request whose error
+    came inside an HTTP 200 stream moves only the HTTP counters; /health_generate only the
+    scheduler's queue time. The pin labels request metrics by model_name alone."""
+    url = metrics_server.url
+    before = scrape(metrics_server)
+    body = {"text": "the batch is ready", "sampling_params": {"max_new_tokens": 7, "ignore_eos": True}}
+    assert requests.post(url + "/generate", json=body, timeout=30).json()["meta_info"]["prompt_tokens"] == 4
+    chunks = stream_generate(url, {"input_ids": [5] * 10, "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}})
+    assert chunks[-1]["meta_info"]["completion_tokens"] == 5
+    error = stream_generate(url, {"input_ids": [5] * 300, "sampling_params": {"max_new_tokens": 5}})
+    assert "error" in error[0]
+    assert requests.get(url + "/health_generate", timeout=30).status_code == 200
+    after = scrape(metrics_server)
+    assert moved(before, after, "sglang:num_requests_total", model_name="glm-5") == 2
+    assert moved(before, after, "sglang:prompt_tokens_total") == 14
+    assert moved(before, after, "sglang:generation_tokens_total") == 12
+    assert moved(before, after, "sglang:time_to_first_token_seconds_count") == 2
+    assert moved(before, after, "sglang:inter_token_latency_seconds_count") == 4  # streamed: 5 tokens, 4 gaps
+    assert moved(before, after, "sglang:e2e_request_latency_seconds_count") == 2
+    assert moved(before, after, "sglang:queue_time_seconds_count") == 3  # the health check too
+    assert moved(before, after, "sglang:http_requests_total", endpoint="/generate") == 3
+    assert moved(before, after, "sglang:http_responses_total", endpoint="/generate", status_code="200") == 3
+    assert moved(before, after, "sglang:http_requests_total", endpoint="/health_generate") == 1
+    request_labels = {lab for (n, lab) in after if n == "sglang:num_requests_total"}
+    assert request_labels == {(("model_name", "glm-5"),)}
+    scheduler = {"model_name": "glm-5", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+    assert after[("sglang:num_running_reqs", tuple(sorted(scheduler.items())))] == 0
+
+
+def hit_rate_of_a_point(server: SimServer, tokenizer, tmp_path, name: str) -> tuple[dict, float]:
+    """One bench_serving point (random-ids, seed 1, 20 × 32 in / 8 out at c=4) and the server's
+    hit rate over it: Δ cached_tokens_total / Δ prompt_tokens_total."""
+    before = scrape(server)
+    out = tmp_path / f"{name}.jsonl"
+    argv = [PYTHON, str(BENCH_CLIENT), "--backend", "sglang", "--host", "127.0.0.1", "--port", str(server.port),
+            "--dataset-name", "random-ids", "--random-input-len", "32", "--random-output-len", "8",
+            "--random-range-ratio", "1.0", "--num-prompts", "20", "--max-concurrency", "4",
+            "--tokenizer", str(tokenizer), "--output-file", str(out), "--disable-tqdm", "--seed", "1"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    row = json.loads(out.read_text().splitlines()[-1])
+    after = scrape(server)
+    # the client's numbers and the server's counters agree (bench_serving's warm-up request included)
+    assert moved(before, after, "sglang:num_requests_total") == row["completed"] + 1 == 21
+    assert moved(before, after, "sglang:generation_tokens_total") == row["total_output_tokens"] + 8
+    prompt = moved(before, after, "sglang:prompt_tokens_total")
+    assert prompt == row["total_input_tokens"] + 32
+    return row, moved(before, after, "sglang:cached_tokens_total") / prompt
+
+
+def test_a_repeat_of_the_seeded_prompts_is_served_from_the_cache_until_a_flush(metrics_server, sim_tokenizer,
+                                                                              tmp_path):
+    """Same seed, same prompts: the repeat is nearly all cache hits (one computed token per
+    request); after /flush_cache only bench_serving's warm-up hits (it sends the first prompt)."""
+    if not BENCH_CLIENT.is_file():
+        pytest.fail(f"{BENCH_CLIENT} (the torch-free bench_serving launcher) is missing")
+    assert requests.post(metrics_server.url + "/flush_cache", timeout=5).status_code == 200
+    _, first = hit_rate_of_a_point(metrics_server, sim_tokenizer, tmp_path, "first")
+    _, repeat = hit_rate_of_a_point(metrics_server, sim_tokenizer, tmp_path, "repeat")
+    assert requests.post(metrics_server.url + "/flush_cache", timeout=5).status_code == 200
+    _, flushed = hit_rate_of_a_point(metrics_server, sim_tokenizer, tmp_path, "flushed")
+    assert first == flushed == 31 / (21 * 32)  # the warm-up's prompt, less its last token
+    assert repeat == 21 * 31 / (21 * 32)
+
+
+def test_flush_cache_refused_while_a_request_runs_keeps_the_cache(metrics_server):
+    url = metrics_server.url
+    body = {"input_ids": list(range(40, 80)), "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}}
+    assert requests.post(url + "/flush_cache", timeout=5).status_code == 200
+    assert requests.post(url + "/generate", json=body, timeout=30).json()["meta_info"]["cached_tokens"] == 0
+    long = {"input_ids": [9, 9, 9], "stream": True, "sampling_params": {"max_new_tokens": 250, "ignore_eos": True}}
+    with requests.post(url + "/generate", json=long, stream=True, timeout=60) as resp:
+        next(resp.iter_lines())  # the long request runs
+        refused = requests.post(url + "/flush_cache", timeout=5)
+    assert refused.status_code == 400 and refused.text == "Flush cache failed.\n"
+    assert requests.post(url + "/generate", json=body, timeout=30).json()["meta_info"]["cached_tokens"] == 39
