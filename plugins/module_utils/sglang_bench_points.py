@@ -22,9 +22,17 @@ import subprocess
 import time
 
 try:  # Inside AnsiballZ.
-    from ansible.module_utils.sglang_ledger import POINT_FAILED, POINT_OK, to_json_safe
+    from ansible.module_utils.sglang_ledger import POINT_FAILED, POINT_OK, POINT_TOO_SHORT, to_json_safe
+    from ansible.module_utils.sglang_point_window import (
+        counter_mismatches,
+        read_sidecar,
+        server_metrics,
+        steady_state,
+        window_shortfall,
+    )
 except ImportError:  # pytest and tools put module_utils on sys.path.
-    from sglang_ledger import POINT_FAILED, POINT_OK, to_json_safe
+    from sglang_ledger import POINT_FAILED, POINT_OK, POINT_TOO_SHORT, to_json_safe
+    from sglang_point_window import counter_mismatches, read_sidecar, server_metrics, steady_state, window_shortfall
 
 
 # Result keys copied from a bench_serving JSONL line into a ledger point,
@@ -764,12 +772,13 @@ def point_file(concurrency, repeat):
     return f"c{int(concurrency)}_r{int(repeat)}.jsonl"
 
 
-def plan_points(concurrency, repeats, output_dir, num_prompts=None, multiplier=None, floor=None):
+def plan_points(concurrency, repeats, output_dir, num_prompts=None, multiplier=None, floor=None, min_requests=0):
     """The points of one cell, repeats outer and concurrency inner.
 
     Each is ``{index, id, concurrency, repeat, num_prompts, output_file, log}``;
     num_prompts is the given number for every point, else
-    max(multiplier * concurrency, floor). ValueError for nonsense.
+    max(multiplier * concurrency, floor), and at least ``min_requests`` (the
+    measurement window's) either way. ValueError for nonsense.
     """
     concurrency = [int(c) for c in concurrency or []]
     if not concurrency:
@@ -782,6 +791,7 @@ def plan_points(concurrency, repeats, output_dir, num_prompts=None, multiplier=N
             if conc < 1:
                 raise ValueError(f"every concurrency must be >= 1, got {conc!r}")
             prompts = int(num_prompts) if num_prompts is not None else num_prompts_for(conc, multiplier, floor)
+            prompts = max(prompts, int(min_requests or 0))
             output_file = os.path.join(output_dir, point_file(conc, repeat))
             points.append(
                 {
@@ -852,12 +862,60 @@ def _size(path):
     return os.path.getsize(path) if os.path.exists(path) else 0
 
 
-def evaluate_point(spec, offset, rc, timed_out, output, timeout_reason=None, server_errors=()):
+def _argv_value(argv, flag, default=0):
+    argv = list(argv or [])
+    try:
+        return argv[argv.index(flag) + 1]
+    except (ValueError, IndexError):
+        return default
+
+
+def measure_point(point, spec, result, end=None):
+    """What the point's measurement says of an ok point (module_utils sglang_point_window): the
+    steady state, the server's counters (a disagreement fails it as counter_mismatch), the cache
+    flush and sizing the client did, and the window (short: ``too_short``). Reads the client's
+    sidecars beside the output file. Returns the point."""
+    end = end or {}
+    output_file = spec["output_file"]
+    if end.get("sized"):
+        point["sized"] = end["sized"]
+    if end.get("cache_flush"):
+        point["cache"] = {"flushed": bool(end["cache_flush"].get("ok")), "flush": end["cache_flush"]}
+    steady = steady_state(result, read_sidecar(output_file + ".requests.json"))
+    if steady:
+        point["steady_state"] = steady
+    if spec.get("metrics"):
+        block = server_metrics(read_sidecar(output_file + ".metrics.json"), result.get("duration"))
+        point["server_metrics"] = block
+        if block.get("cache_hit_rate") is not None:
+            point.setdefault("cache", {})["hit_rate"] = block["cache_hit_rate"]
+        argv = spec.get("argv")
+        warmup = int(_argv_value(argv, "--warmup-requests", 1))  # bench_serving's default: 1
+        mismatches = counter_mismatches(result, block, warmup, int(_argv_value(argv, "--random-output-len")))
+        if mismatches and point["status"] == POINT_OK:
+            point["status"] = POINT_FAILED
+            point["failure"] = {
+                "class": "counter_mismatch",
+                "step": "benchmark",
+                "message": "bench_serving and the server's own counters (/metrics) disagree: " + "; ".join(mismatches),
+                "signals": mismatches,
+            }
+    short = window_shortfall(result, spec.get("window"))
+    if short:
+        point["window"] = dict(spec["window"], shortfall=short)
+        if point["status"] == POINT_OK:
+            point["status"] = POINT_TOO_SHORT
+    return point
+
+
+def evaluate_point(spec, offset, rc, timed_out, output, timeout_reason=None, server_errors=(), end=None):
     """The ledger point for one planned point after the client ran it (reads its output file).
 
     A new result line (and no timeout) gives the point its metrics and its
-    ok/incomplete status (point_from_result); a result with a non-zero exit is
-    bench_client_failed; no result line is classified from the point's output.
+    ok/incomplete status (point_from_result), then what its measurement says
+    (measure_point); a result with a non-zero exit is bench_client_failed; no
+    result line is classified from the point's output. ``end``: the client's
+    end event of the point.
     """
     concurrency, repeat, num_prompts = spec["concurrency"], spec["repeat"], spec["num_prompts"]
     results = read_new_results(spec["output_file"], offset)
@@ -870,6 +928,7 @@ def evaluate_point(spec, offset, rc, timed_out, output, timeout_reason=None, ser
                 "step": "benchmark",
                 "message": f"bench_serving wrote a result but exited {rc}",
             }
+        point = to_json_safe(measure_point(point, spec, results[-1], end))
     else:
         failure_class, reason = classify_client_failure(rc, output, timed_out, timeout_reason)
         point = failed_point(concurrency, repeat, num_prompts, failure_class, reason)
@@ -887,19 +946,46 @@ def point_warmup_requests(configured, warmed_up):
     return 0 if warmed_up else None
 
 
+# What a plan point may carry beyond bench_serving's arguments (tools/sglang_bench_client.py).
+PLAN_EXTRAS = ("window", "flush_cache", "metrics")
+
+
+def measurement_extras(measurement, host, port):
+    """The plan keys of a point measured with ``measurement`` (the workload's block): its window, the
+    cache flush before it, the /metrics readings around it. Empty for no measurement."""
+    found = {}
+    if not measurement:
+        return found
+    if measurement.get("min_requests") or measurement.get("min_duration_s"):
+        found["window"] = {
+            "min_requests": int(measurement.get("min_requests") or 0),
+            "min_duration_s": float(measurement.get("min_duration_s") or 0),
+            "max_prompts": int(measurement.get("max_prompts") or 20000),
+        }
+    base = "http://{}:{}".format(f"[{host}]" if ":" in str(host) else host, int(port))
+    if measurement.get("cache") == "cold":
+        found["flush_cache"] = {"url": base + "/flush_cache", "timeout_s": 60}
+    if measurement.get("server_metrics"):
+        found["metrics"] = {"url": base + "/metrics", "interval_s": 1.0}
+    return found
+
+
 def write_plan(path, specs, point_timeout=None, stop_on_failure=True):
     """Write the client's plan file (side effect); return the plan."""
     plan = {
         "stop_on_failure": bool(stop_on_failure),
         "points": [
-            {
-                "id": spec["id"],
-                "argv": list(spec["argv"]),
-                "output_file": spec["output_file"],
-                "log": spec["log"],
-                "num_prompts": spec["num_prompts"],
-                "timeout": point_timeout,
-            }
+            dict(
+                {
+                    "id": spec["id"],
+                    "argv": list(spec["argv"]),
+                    "output_file": spec["output_file"],
+                    "log": spec["log"],
+                    "num_prompts": spec["num_prompts"],
+                    "timeout": point_timeout,
+                },
+                **{key: spec[key] for key in PLAN_EXTRAS if spec.get(key)},
+            )
             for spec in specs
         ],
     }
@@ -1030,9 +1116,12 @@ def run_plan(
                         f"bench_serving ran past its per-point deadline of {point_timeout} s "
                         "and was stopped inside the client"
                     )
+                # A point the client sized anew (its window) ran with the prompts its end event says.
+                sent = end.get("num_prompts")
+                measured = dict(spec, num_prompts=sent) if isinstance(sent, int) and sent > 0 else spec
                 point = evaluate_point(
-                    spec, offsets[spec["id"]], end.get("rc", 1), timed_out, output, reason,
-                    server_errors.get(spec["id"], ()),
+                    measured, offsets[spec["id"]], end.get("rc", 1), timed_out, output, reason,
+                    server_errors.get(spec["id"], ()), end,
                 )
             else:  # the process ended (or was killed) during this point
                 own_lines = [line for line in outcome["output"].splitlines() if not line.startswith(STATUS_PREFIX)]

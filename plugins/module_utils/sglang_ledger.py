@@ -49,7 +49,10 @@ INTERRUPTED_CLASS = "interrupted"
 # Point outcome.
 POINT_OK = "ok"
 POINT_FAILED = "failed"
-POINT_STATUSES = (POINT_OK, POINT_FAILED)
+# Completed, but shorter than its measurement window (requests or seconds): kept with its numbers,
+# in no verdict (module_utils sglang_point_window).
+POINT_TOO_SHORT = "too_short"
+POINT_STATUSES = (POINT_OK, POINT_FAILED, POINT_TOO_SHORT)
 
 # Failure classes raised by the benchmark itself. Server-side classes come from
 # data/crash_signatures.yml (dynamo_fp4_jit, hang, unclassified_crash, ...) and are
