@@ -135,7 +135,9 @@ import functools
 import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import json
+import math
 import os
 import signal
 import sys
@@ -143,6 +145,8 @@ import threading
 import time
 import traceback
 import types
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 # Packages whose __init__ pulls in torch; their submodules are still loaded
@@ -396,8 +400,199 @@ def new_result(path: str, offset: int):
     return last
 
 
-def run_point(code, module, point: dict, settle=None) -> dict:
-    """Run one point with its output redirected and its deadline armed.
+class RequestTimes:
+    """Keeps each request's start time, latency and success from bench_serving's ``calculate_metrics``
+    call (its ``outputs``, in the order of its ``--output-details`` lists), for the steady state
+    (plugins/module_utils/sglang_point_window.py). SGLang 0.5.23's own steady_state_serving captures
+    them the same way. The wrapper is installed once; ``take()`` empties it per run."""
+
+    def __init__(self, module: types.ModuleType):
+        self.rows = None
+        original = getattr(module, "calculate_metrics", None)
+        if not callable(original):
+            return
+        index = None
+        try:
+            index = list(inspect.signature(original).parameters).index("outputs")
+        except (ValueError, TypeError):
+            pass
+
+        def calculate_metrics(*args, **kwargs):
+            outputs = kwargs.get("outputs", args[index] if index is not None and len(args) > index else None)
+            try:
+                self.rows = [[float(o.start_time), float(o.latency), bool(o.success)] for o in outputs or []]
+            except (AttributeError, TypeError, ValueError):
+                self.rows = None
+            return original(*args, **kwargs)
+
+        module.calculate_metrics = calculate_metrics
+
+    def take(self):
+        rows, self.rows = self.rows, None
+        return rows
+
+
+def write_request_times(output_file: str, rows) -> None:
+    """``<output_file>.requests.json``: start times relative to the first, latencies, successes."""
+    if rows is None:
+        return
+    origin = min((row[0] for row in rows), default=0.0)
+    data = {"t0": origin, "requests": [[round(r[0] - origin, 6), round(r[1], 6), r[2]] for r in rows]}
+    with open(output_file + ".requests.json", "w", encoding="utf-8") as handle:
+        json.dump(data, handle, separators=(",", ":"))
+
+
+def http(url: str, method: str = "GET", timeout: float = 10.0):
+    """``(status, text)``; status None with the reason as text when nothing answered."""
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:  # noqa: S310 - the server's own URL
+            return reply.status, reply.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def flush_cache(spec: dict) -> dict:
+    """POST the server's /flush_cache until it answers 200: SGLang refuses (400) while requests run, so
+    this also waits for the server to be idle. ``spec``: ``{url, timeout_s}``."""
+    began = time.monotonic()
+    attempts, status, text = 0, None, ""
+    while True:
+        attempts += 1
+        status, text = http(spec["url"], "POST")
+        if status == 200 or time.monotonic() - began > float(spec.get("timeout_s", 60)):
+            break
+        time.sleep(0.2)
+    return {"ok": status == 200, "status": status, "attempts": attempts,
+            "seconds": round(time.monotonic() - began, 3), **({} if status == 200 else {"answer": text[:300]})}
+
+
+def _gauge_sum(text: str, name: str):
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+            try:
+                total += float(line.rsplit(None, 1)[1])
+                seen = True
+            except (IndexError, ValueError):
+                pass
+    return total if seen else None
+
+
+class MetricsReader(threading.Thread):
+    """/metrics before and after a point, and the running and queued requests every ``interval_s``
+    during it; written to ``<output_file>.metrics.json`` for module_utils sglang_point_window."""
+
+    def __init__(self, spec: dict):
+        super().__init__(name="sglang-bench-metrics", daemon=True)
+        self.url = spec["url"]
+        self.interval = float(spec.get("interval_s", 1.0))
+        self.stop = threading.Event()
+        self.during = []
+        self.data = {}
+
+    def read(self, key: str) -> bool:
+        status, text = http(self.url)
+        if status != 200:
+            self.data["error"] = f"GET {self.url}: {status or ''} {text[:200]}".strip()
+            return False
+        self.data[key] = text
+        return True
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            status, text = http(self.url, timeout=max(1.0, self.interval))
+            if status == 200:
+                self.during.append({"t": round(time.time(), 3),
+                                    "running": _gauge_sum(text, "sglang:num_running_reqs"),
+                                    "queued": _gauge_sum(text, "sglang:num_queue_reqs")})
+
+    def begin(self) -> None:
+        if self.read("before"):
+            self.start()
+
+    def end(self, output_file: str) -> None:
+        if self.is_alive():
+            self.stop.set()
+            self.join(timeout=self.interval + 10)
+            self.read("after")
+        self.data["during"] = self.during
+        with open(output_file + ".metrics.json", "w", encoding="utf-8") as handle:
+            json.dump(self.data, handle)
+
+
+def resize(point: dict, result: dict):
+    """The prompts a point that ended short of its window should have had, from its own rate, or None.
+
+    ``point["window"]``: ``{min_requests, min_duration_s, max_prompts}``. Sized for 1.2 x the
+    window at the measured request rate, at least min_requests, at most max_prompts; None when the
+    point met its window, failed, or would not grow."""
+    window = point.get("window") or {}
+    if not window or not result:
+        return None
+    completed, duration = result.get("completed"), result.get("duration")
+    if not isinstance(completed, (int, float)) or not isinstance(duration, (int, float)) or completed <= 0:
+        return None
+    if int(completed) != int(point["num_prompts"]) or duration <= 0:
+        return None
+    need_requests = int(window.get("min_requests") or 0)
+    need_seconds = float(window.get("min_duration_s") or 0)
+    if completed >= need_requests and duration >= need_seconds:
+        return None
+    wanted = max(need_requests, math.ceil(1.2 * need_seconds * completed / duration))
+    wanted = min(wanted, int(window.get("max_prompts") or wanted))
+    return wanted if wanted > int(point["num_prompts"]) else None
+
+
+def with_prompts(argv: list, prompts: int) -> list:
+    """``argv`` with its ``--num-prompts`` set to ``prompts``."""
+    argv = list(argv)
+    index = argv.index("--num-prompts")
+    argv[index + 1] = str(int(prompts))
+    return argv
+
+
+def run_point(code, module, point: dict, settle=None, times=None) -> dict:
+    """One planned point: the cache flushed and /metrics read around it when the plan says so, then
+    bench_serving (run_once); a point short of its window runs once more, sized from its own rate.
+
+    ``settle``: the plan's SettlePause; ``times``: the plan's RequestTimes."""
+    outcome = run_measured(code, module, point, settle, times)
+    wanted = None if outcome["timed_out"] or outcome["rc"] else resize(point, outcome.pop("_result", None))
+    outcome.pop("_result", None)
+    if wanted:
+        first = {k: outcome.get(k) for k in ("completed", "wall_s", "duration")}
+        first["num_prompts"] = point["num_prompts"]
+        point = dict(point, argv=with_prompts(point["argv"], wanted), num_prompts=wanted)
+        outcome = run_measured(code, module, point, settle, times)
+        outcome.pop("_result", None)
+        outcome["sized"] = {"first": first, "num_prompts": wanted}
+    outcome["num_prompts"] = int(point["num_prompts"])
+    return outcome
+
+
+def run_measured(code, module, point: dict, settle=None, times=None) -> dict:
+    """run_once with the plan's cache flush before and /metrics readings around it."""
+    flushed = flush_cache(point["flush_cache"]) if point.get("flush_cache") else None
+    reader = MetricsReader(point["metrics"]) if point.get("metrics") else None
+    if reader:
+        reader.begin()
+    if times:
+        times.take()
+    outcome = run_once(code, module, point, settle)
+    if reader:
+        reader.end(point["output_file"])
+    if times:
+        write_request_times(point["output_file"], times.take())
+    if flushed is not None:
+        outcome["cache_flush"] = flushed
+    return outcome
+
+
+def run_once(code, module, point: dict, settle=None) -> dict:
+    """Run bench_serving once for a point with its output redirected and its deadline armed.
 
     ``settle``: the plan's SettlePause (its skips during this point are reported), else None."""
     skipped_before = settle.skipped if settle else 0
@@ -466,9 +661,11 @@ def run_point(code, module, point: dict, settle=None) -> dict:
         "error": error,
         "result": result is not None,
         "completed": completed,
+        "duration": result.get("duration") if result else None,
         "ok": ok,
         "settle_pause_skipped": (settle.skipped - skipped_before) if settle else 0,
         "wall_s": round(time.monotonic() - start, 3),
+        "_result": result,
     }
 
 
@@ -646,12 +843,13 @@ def run_standby(directory: Path, full_sglang: bool, server_pid=None, leash_pid=N
 def run_points(plan: dict, module, code, status, start: float) -> int:
     """Every point of ``plan`` in this process, in order; the exit status (see the docstring)."""
     settle = install_settle_pause(module) if plan.get("settle_pause", "auto") == "auto" else None
+    times = RequestTimes(module)
     stop_on_failure = bool(plan.get("stop_on_failure", False))
     ran, all_ok, stopped = 0, True, False
     for index, point in enumerate(plan["points"]):
         ident = point.get("id", str(index))
         emit(status, "start", index=index, id=ident)
-        outcome = run_point(code, module, point, settle)
+        outcome = run_point(code, module, point, settle, times)
         ran += 1
         emit(status, "end", index=index, id=ident, **outcome)
         if not outcome["ok"]:
