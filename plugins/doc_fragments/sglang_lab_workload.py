@@ -83,4 +83,40 @@ options:
     type: list
     elements: str
     default: []
+  measurement:
+    description:
+      - What every point is measured with (data/benchmark.yml C(measurement), resolved by the
+        sglang_bench_settings filter; docs/benchmark.md). Omitted, a point has no window, keeps the
+        cache as it is and reads no counters.
+    type: dict
+    suboptions:
+      min_requests:
+        description: A point's num_prompts is at least this; fewer completed requests is C(too_short).
+        type: int
+        default: 0
+      min_duration_s:
+        description:
+          - A point that lasts less is run once more in the same client, sized from its own request
+            rate (1.2 x the window); still shorter, it is C(too_short) (recorded, in no verdict).
+        type: float
+        default: 0
+      max_prompts:
+        description: The most prompts that sizing may give a point.
+        type: int
+        default: 20000
+      cache:
+        description:
+          - C(cold) flushes the server's prefix cache (C(/flush_cache), which waits for an idle server)
+            before every point; C(warm) leaves it.
+        type: str
+        choices: [cold, warm]
+        default: warm
+      server_metrics:
+        description:
+          - Read the server's C(/metrics) before, during (each second) and after every point; the
+            point keeps C(server_metrics), and client totals the server did not count fail it as
+            C(counter_mismatch). Needs C(--enable-metrics) in the launch; without it the point says
+            so (C(server_metrics.available) false) and is not checked.
+        type: bool
+        default: false
 """

@@ -44,8 +44,14 @@ OVERRIDES = (
     ("warmup.requests", "sglang_bench_warmup_requests", ("warmup", "requests")),
     ("warmup.concurrency", "sglang_bench_warmup_concurrency", ("warmup", "concurrency")),
     ("confidence", "sglang_bench_confidence", ("confidence",)),
+    ("measurement.min_requests", "sglang_bench_min_requests", ("measurement", "min_requests")),
+    ("measurement.min_duration_s", "sglang_bench_min_duration_s", ("measurement", "min_duration_s")),
+    ("measurement.max_prompts", "sglang_bench_max_prompts", ("measurement", "max_prompts")),
+    ("measurement.cache", "sglang_bench_cache", ("measurement", "cache")),
+    ("measurement.server_metrics", "sglang_bench_server_metrics", ("measurement", "server_metrics")),
 )
 DATASETS = ("random", "random-ids")
+CACHE_STATES = ("cold", "warm")
 _INT_LIST = re.compile(r"^\s*\d+(\s*[,\s]\s*\d+)*\s*$")
 
 
@@ -80,6 +86,17 @@ def _as_float(value):
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def _as_bool(value):
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    return None
 
 
 def coerce_concurrency(value):
@@ -194,6 +211,25 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         "max_new_tokens": warmup.get("max_new_tokens"),
         "timeout_s": warmup.get("timeout_s"),
     }
+    measurement = {}
+    for key in ("min_requests", "max_prompts"):
+        number = _as_int(raw[f"measurement.{key}"])
+        if number is None or number < (1 if key == "max_prompts" else 0):
+            bad(f"measurement.{key}", f"must be an integer >= {1 if key == 'max_prompts' else 0}")
+        measurement[key] = number
+    seconds = _as_float(raw["measurement.min_duration_s"])
+    if seconds is None or seconds < 0:
+        bad("measurement.min_duration_s", "must be a number of seconds >= 0")
+    measurement["min_duration_s"] = seconds
+    cache = str(raw["measurement.cache"]).strip().lower()
+    if cache not in CACHE_STATES:
+        bad("measurement.cache", "must be cold (the prefix cache flushed before every point) or warm (left as it is)")
+    measurement["cache"] = cache
+    metrics = _as_bool(raw["measurement.server_metrics"])
+    if metrics is None:
+        bad("measurement.server_metrics", "must be true or false")
+    measurement["server_metrics"] = metrics
+    cfg["measurement"] = measurement
     confidence = _as_float(raw["confidence"])
     if confidence is None or not 0 < confidence < 1:
         bad("confidence", "must be a number between 0 and 1 (exclusive), such as 0.95")

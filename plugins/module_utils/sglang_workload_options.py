@@ -27,4 +27,14 @@ WORKLOAD_ARGUMENT_SPEC = dict(
     served_model_name=dict(type="str"),
     output_details=dict(type="bool", default=False),
     extra_args=dict(type="list", elements="str", default=[]),
+    measurement=dict(
+        type="dict",
+        options=dict(
+            min_requests=dict(type="int", default=0),
+            min_duration_s=dict(type="float", default=0.0),
+            max_prompts=dict(type="int", default=20000),
+            cache=dict(type="str", choices=["cold", "warm"], default="warm"),
+            server_metrics=dict(type="bool", default=False),
+        ),
+    ),
 )

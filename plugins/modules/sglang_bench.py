@@ -305,6 +305,7 @@ from ansible.module_utils.sglang_bench_points import (
     build_client_argv,
     default_timeout,
     end_standby,
+    measurement_extras,
     num_prompts_for,
     plan_points,
     point_from_result,
@@ -315,7 +316,7 @@ from ansible.module_utils.sglang_bench_points import (
     standby_key,
     tail,
 )
-from ansible.module_utils.sglang_ledger import POINT_OK
+from ansible.module_utils.sglang_ledger import POINT_FAILED
 from ansible.module_utils.sglang_process import Interrupted, raise_on_sigterm
 from ansible.module_utils.sglang_provenance import (
     PROVENANCE_ARGUMENT_SPEC,
@@ -521,6 +522,7 @@ def main():
     raise_on_sigterm()
     _validate(module)
     output_dir = p["output_dir"]
+    measurement = p["measurement"] or {}
     specs = plan_points(
         p["concurrency"],
         p["repeats"],
@@ -528,7 +530,10 @@ def main():
         num_prompts=p["num_prompts"],
         multiplier=p["num_prompts_multiplier"],
         floor=p["num_prompts_floor"],
+        min_requests=measurement.get("min_requests") or 0,
     )
+    for spec in specs:
+        spec.update(measurement_extras(measurement, p["host"], p["port"]))
 
     if p["mode"] == "parse":
         _parse(module, specs)
@@ -658,7 +663,7 @@ def main():
     )
     if gate:
         result["warmup"] = gate.summary
-    failed = [point for point in points if point["status"] != POINT_OK]
+    failed = [point for point in points if point["status"] == POINT_FAILED]
     if failed and p["fail_on_incomplete"]:
         module.fail_json(
             msg="sglang_bench: {} of {} point(s) failed: {}. Client output: {}".format(

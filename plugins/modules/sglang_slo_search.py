@@ -380,6 +380,7 @@ from ansible.module_utils.sglang_bench_points import (
     default_timeout,
     failed_point,
     format_request_rate,
+    measurement_extras,
     min_samples,
     num_prompts_for,
     percentile_quantile,
@@ -504,7 +505,12 @@ class Prober:
         # Sized to support the SLO's percentiles: a p99 from 16 requests is their maximum.
         prompts = max(prompts, self.min_requests)
         probe_dir = os.path.join(p["output_dir"], "p{:02d}_{}{}".format(index, "r" if by_rate else "c", value))
+        measurement = p["measurement"] or {}
+        prompts = max(prompts, int(measurement.get("min_requests") or 0))
         spec = plan_points([concurrency], 1, probe_dir, num_prompts=prompts)[0]
+        # Each probe from a flushed cache when the workload says cold: a value probed again would
+        # otherwise measure the first probe's cache hits (the same seed sends the same prompts).
+        spec.update(measurement_extras(measurement, p["host"], p["port"]))
         spec["probe_dir"] = probe_dir
         spec["request_rate"] = format_request_rate(rate)
         warmup = concurrency if (p["probe_warmup"] and not by_rate) else p["client_warmup_requests"]

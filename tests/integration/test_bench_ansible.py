@@ -60,6 +60,9 @@ def experiment(sim, tmp_path_factory):
         "sglang_bench_output_len": 8,
         "sglang_bench_concurrency": [1, 2],
         "sglang_bench_num_prompts_floor": 4,
+        # Not under test here: no window (data/benchmark.yml's 30 s would size every point anew).
+        "sglang_bench_min_requests": 0,
+        "sglang_bench_min_duration_s": 0,
         "sglang_bench_async": False,  # local connection: no SSH session to outlive
         "sglang_bench_server_state": str(state),
         "sglang_bench_launch_env": {"NCCL_P2P_LEVEL": "5", "HF_TOKEN": "secret-value"},
