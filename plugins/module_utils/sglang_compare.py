@@ -54,6 +54,7 @@ try:  # Inside AnsiballZ.
         finite_numbers,
         median,
     )
+    from ansible.module_utils.sglang_ledger import POINT_TOO_SHORT
 except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
     from sglang_interval import (
         DECIDED,
@@ -66,6 +67,7 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
         finite_numbers,
         median,
     )
+    from sglang_ledger import POINT_TOO_SHORT
 
 NO_BASELINE = "no_baseline"
 NO_DATA = "no_data"
@@ -320,8 +322,15 @@ def compare_record(record, records, confidence=DEFAULT_CONFIDENCE, baseline_tier
                 pairs[(concurrency, metric)] = (c_values, b_values, higher_is_better)
         latest = base[-1] if base else None
         candidate_ids = [r.get("record_id") for r in cand] if scope == SCOPE_STARTS else [record.get("record_id")]
+        # Points of this record that completed but fell short of their window: shown, in no verdict.
+        short = [
+            (p.get("window") or {}).get("shortfall") or "short of its window"
+            for p in record.get("points") or []
+            if p.get("concurrency") == concurrency and p.get("status") == POINT_TOO_SHORT
+        ]
         points.append({
             "concurrency": concurrency,
+            "too_short": short,
             "scope": scope,
             "baseline_record_id": latest.get("record_id") if latest else None,
             "baseline_recorded_at": latest.get("recorded_at") if latest else None,
@@ -535,6 +544,12 @@ def format_table(comparison, host=None, synthetic=False):
             "in-server: repeats within one server start a side; start-to-start variation is not in the interval, "
             "so it gives no verdict"
         )
+    for point in comparison.get("points") or []:
+        if point.get("too_short"):
+            lines.append(
+                f"c={point['concurrency']}: too_short, in no verdict ({point['too_short'][0]}); give the point more "
+                "prompts or a longer window (data/benchmark.yml measurement)"
+            )
     if any(r["verdict"] == NO_VERDICT and r["reason"] == ONE_REPEAT for r in rows):
         lines.append(
             "one repeat: run the tier (and the baseline) again - each run is one server start - for an interval "

@@ -215,3 +215,25 @@ def test_a_measured_point_gets_its_counters_steady_state_and_window(tmp_path):
     point = points.evaluate_point(dict(spec, num_prompts=8, window=None), 0, 0, False, "")
     # The lying signals (TTFT 0, ...) already fail it; the counters say so too.
     assert point["status"] == "failed" and point["server_metrics"]["generation_tokens"] == 0
+
+
+def test_a_too_short_point_is_shown_and_in_no_verdict():
+    import sglang_compare as compare
+
+    def record(record_id, tier, status, value):
+        point = {"concurrency": 16, "repeat": 0, "status": status, "output_throughput": value,
+                 "total_throughput": 2 * value, "mean_tpot_ms": 1000.0 / value}
+        if status == "too_short":
+            point["window"] = {"min_duration_s": 5, "shortfall": "it lasted 0.41 s, the window needs 5 s"}
+        return {"record_id": record_id, "tier": tier, "status": "success", "host": "h",
+                "launch": {"script_sha256": tier}, "points": [point]}
+
+    ledger = [record(f"b{i}", "baseline", "ok", 100.0 + i) for i in range(3)]
+    ledger += [record(f"t{i}", "t", "ok", 150.0 + i) for i in range(2)] + [record("t2", "t", "too_short", 300.0)]
+    result = compare.compare_record(ledger[-1], ledger)
+    point = result["points"][0]
+    assert point["too_short"] == ["it lasted 0.41 s, the window needs 5 s"]
+    # The two ok starts of t decide; the short third's 300 tok/s is in no value.
+    assert point["metrics"]["output_throughput"]["candidate"]["n"] == 2
+    assert point["metrics"]["output_throughput"]["candidate"]["median"] == pytest.approx(150.5)
+    assert "c=16: too_short, in no verdict (it lasted 0.41 s" in compare.format_table(result)
