@@ -587,11 +587,11 @@ def test_fault_logs_match_the_crash_catalog(sim_start, sim_tokenizer, crash_cata
 
 @pytest.fixture(scope="module")
 def metrics_server(sim_manifest, sim_tokenizer, tmp_path_factory):
-    """One ready server with --enable-metrics and a 256-token context (0.5.10.post1's manifest)."""
+    """One ready server with --enable-metrics and a 4096-token context (0.5.10.post1's manifest)."""
     port = free_port()
     server = SimServer(
         ["--model-path", str(sim_tokenizer), "--served-model-name", "glm-5", "--enable-metrics",
-         "--context-length", "256", "--host", "127.0.0.1", "--port", str(port)],
+         "--context-length", "4096", "--host", "127.0.0.1", "--port", str(port)],
         sim_env(sim_manifest, SGLANG_SIM_TOKENIZER=str(sim_tokenizer)),
         tmp_path_factory.mktemp("metrics") / "sim.log",
         port,
@@ -643,7 +643,7 @@ def test_metrics_count_what_finished_and_nothing_of_a_streamed_error(metrics_ser
     assert requests.post(url + "/generate", json=body, timeout=30).json()["meta_info"]["prompt_tokens"] == 4
     chunks = stream_generate(url, {"input_ids": [5] * 10, "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}})
     assert chunks[-1]["meta_info"]["completion_tokens"] == 5
-    error = stream_generate(url, {"input_ids": [5] * 300, "sampling_params": {"max_new_tokens": 5}})
+    error = stream_generate(url, {"input_ids": [5] * 5000, "sampling_params": {"max_new_tokens": 5}})
     assert "error" in error[0]
     assert requests.get(url + "/health_generate", timeout=30).status_code == 200
     after = scrape(metrics_server)
@@ -705,9 +705,11 @@ def test_flush_cache_refused_while_a_request_runs_keeps_the_cache(metrics_server
     body = {"input_ids": list(range(40, 80)), "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}}
     assert requests.post(url + "/flush_cache", timeout=5).status_code == 200
     assert requests.post(url + "/generate", json=body, timeout=30).json()["meta_info"]["cached_tokens"] == 0
-    long = {"input_ids": [9, 9, 9], "stream": True, "sampling_params": {"max_new_tokens": 250, "ignore_eos": True}}
+    # about 8 s of decoding at SGLANG_SIM_SPEED=50; leaving the stream aborts it
+    long = {"input_ids": [9, 9, 9], "stream": True, "sampling_params": {"max_new_tokens": 4000, "ignore_eos": True}}
     with requests.post(url + "/generate", json=long, stream=True, timeout=60) as resp:
-        next(resp.iter_lines())  # the long request runs
+        lines = resp.iter_lines()  # kept: a discarded line generator closes the connection (urllib3)
+        next(lines)  # the long request runs
         refused = requests.post(url + "/flush_cache", timeout=5)
     assert refused.status_code == 400 and refused.text == "Flush cache failed.\n"
     assert requests.post(url + "/generate", json=body, timeout=30).json()["meta_info"]["cached_tokens"] == 39

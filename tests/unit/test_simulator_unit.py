@@ -829,6 +829,29 @@ def test_engine_prefills_only_the_uncached_tokens():
     assert [r.cached_tokens for r in reqs] == [0, 0] and prefills == [2000, 2000]
 
 
+def test_engine_a_running_requests_prompt_is_in_the_cache_after_its_prefill():
+    """cache_unfinished_req: a prompt enters the tree after its prefill, not only when it ends."""
+
+    async def main():
+        engine = Engine(throughput.build_model({}), tokenizer.TextCodec(None), speed=1e6,
+                        max_total_num_tokens=10**6, cuda_graph=False)
+        task = asyncio.create_task(engine.run())
+        ids = list(range(300, 364))
+        first = GenRequest(rid="a", seed=1, **{**_prompt(ids), "max_new_tokens": 100000})
+        engine.submit(first)
+        await first.changed.wait()
+        second = GenRequest(rid="b", seed=2, **_prompt(ids))
+        engine.submit(second)
+        while not second.finished:
+            await second.changed.wait()
+            second.changed.clear()
+        running = not first.finished
+        task.cancel()
+        return second.cached_tokens, running
+
+    assert asyncio.run(asyncio.wait_for(main(), timeout=30)) == (63, True)
+
+
 def test_engine_requests_of_one_prefill_batch_do_not_hit_each_other():
     same = list(range(50))
     reqs, prefills, _, _ = _run_cached([[_prompt(same), _prompt(same)], [_prompt(same)]])
