@@ -53,9 +53,11 @@ def setting(name):
 
 
 def num_prompts(concurrency):
+    """The prompts planned for a point: the num_prompts rule, at least the window's min_requests."""
     multiplier = LOCAL_VARS.get("sglang_bench_num_prompts_multiplier") or BENCH_SETTINGS["num_prompts"]["multiplier"]
     floor = LOCAL_VARS.get("sglang_bench_num_prompts_floor") or BENCH_SETTINGS["num_prompts"]["floor"]
-    return max(multiplier * concurrency, floor)
+    min_requests = LOCAL_VARS.get("sglang_bench_min_requests") or BENCH_SETTINGS["measurement"]["min_requests"]
+    return max(multiplier * concurrency, floor, min_requests)
 
 
 def latest_good_tier(records):
@@ -75,12 +77,27 @@ def baseline(lab):
 def check_points(record):
     concurrency = setting("concurrency")
     assert [p["concurrency"] for p in record["points"]] == concurrency
+    min_duration = LOCAL_VARS.get("sglang_bench_min_duration_s")
     for point in record["points"]:
         assert point["status"] == "ok", point
-        assert point["num_prompts"] == num_prompts(point["concurrency"])
-        assert point["completed"] == point["num_prompts"]
+        planned = num_prompts(point["concurrency"])
+        if point.get("sized"):  # ended short of its window: run once more, sized from its own rate
+            assert point["sized"]["first"]["num_prompts"] == planned < point["num_prompts"]
+            assert point["sized"]["first"]["duration"] < min_duration
+        else:
+            assert point["num_prompts"] == planned
+        assert point["completed"] == point["num_prompts"] and point["duration"] >= min_duration
         for metric in METRICS:
             assert point[metric] > 0, (point["concurrency"], metric, point[metric])
+        # The simulator's own counters (the baseline launches with --enable-metrics) agree with the
+        # client's: every request and every generated token (no bench_serving warm-up request after
+        # the measure step's own warm-up rounds).
+        server = point["server_metrics"]
+        assert server["available"] and server["requests"] == point["completed"], server
+        assert server["generation_tokens"] == point["total_output_tokens"], server
+        # Each point from a flushed cache: the seeded prompts of the warm-up and of earlier points miss.
+        assert point["cache"]["flushed"] is True and point["cache"]["hit_rate"] < 0.5, point["cache"]
+        assert point["steady_state"]["output_throughput"] > 0
 
 
 def comparison(runner, tier):
@@ -218,6 +235,8 @@ def test_crash_mid_benchmark_keeps_the_points_and_is_not_restored(lab, baseline)
             "SGLANG_SIM_FAULT": "crash_after_requests",
             "SGLANG_SIM_FAULT_AFTER": str(answered + 20),
         },
+        # The requests are counted to the crash: no point is sized anew for its window here.
+        sglang_bench_min_duration_s=0,
     )
     assert runner.status == "failed", tail(runner)
 

@@ -22,10 +22,12 @@ from helpers.playbooks import actions_run, experiment_lab_fixture, final_failure
 from helpers.processes import alive
 
 TIER = "t92-slo-cliff"
-MAX_RUNNING = 11  # the tier's --max-running-requests: the threshold the search must find
+MAX_RUNNING = 24  # the tier's --max-running-requests: the threshold the search must find
 SIM_SPEED = 2.0  # simulated time runs 2x faster than wall time (SGLANG_SIM_SPEED)
-# high 16, not 32: the cap (11) is inside, and the c=32 probe was the slowest of the search.
-SEARCH = {"low": 1, "high": 16, "tolerance": 1}
+# A p99 probe sends 100 requests (PROBE_PROMPTS), in about 100 / c waves of a whole decode each: the
+# cap and the range sit high enough that a probe is a few waves, low enough that one request in
+# M + 1 (4 %) waits at the cap, above the 1 % a p99 looks at.
+SEARCH = {"low": 16, "high": 32, "tolerance": 1}
 CLIFF_TIER = {
     TIER: {
         "title": "Few running requests, admission after every decode iteration (SLO search test tier)",
@@ -62,21 +64,25 @@ def cliff_slo(model, output_len, input_len, speed):
     """A p99 TTFT limit between what c <= M and c = M + 1 can give, from the timing model (wall ms).
 
     c <= M: a request waits at most one iteration (a decode of M requests or a prefill), then its
-    prefill: about one decode step plus one prefill of M prompts. c = M + 1 with num_prompts = M + 1
-    (the local inventory's multiplier 1): one request waits for a slot, at least output_len - 1
-    decode iterations of the batch; bench_serving's p99 of M + 1 TTFTs (numpy's linear percentile)
-    carries that wait with weight 0.99 * M - (M - 1). The limit is 60 % of the queued bound, far
-    above the unqueued one, so CPU noise (which only adds latency) does not move the verdict.
+    prefill: about one decode step plus one prefill of M prompts. c = M + 1: in every wave of the
+    closed loop M requests hold the slots and one waits for them, at least output_len - 1 decode
+    iterations of the batch. A p99 needs 100 requests (sglang_bench_points.min_samples), so every
+    probe sends PROBE_PROMPTS; one request in M + 1 (4 % at M = 24) then waits, above the 1 % above a
+    p99, so bench_serving's p99 (numpy's linear percentile of the top two) is such a wait. The limit
+    is 60 % of the queued bound, far above the unqueued one, so CPU noise (which only adds latency)
+    does not move the verdict.
     """
     m = model.max_running_requests
     unqueued = (model.decode_step_seconds(m) + model.prefill_seconds(m * input_len)) / speed * 1000
     queued_wait = (output_len - 1) * model.decode_step_seconds(1) / speed * 1000
-    weight = 0.99 * m - (m - 1)
-    queued_p99 = weight * queued_wait
+    assert (PROBE_PROMPTS // (m + 1)) >= 2  # at least the top two TTFTs waited
+    queued_p99 = queued_wait
     assert queued_p99 > 4 * unqueued, (queued_p99, unqueued)  # a cliff the search can find
     return round(0.6 * queued_p99), unqueued, queued_p99
 
 
+# What a probe of a p99 SLO sends (at least 100 requests; the local inventory's rule gives max(c, 8)).
+PROBE_PROMPTS = 100
 lab = experiment_lab_fixture("slo-search")
 
 
@@ -85,7 +91,8 @@ def test_the_search_finds_the_simulators_running_request_cap_on_one_live_server(
 
     local = yaml.safe_load(LOCAL_INVENTORY.read_text())["all"]["children"]["sglang_nodes"]["vars"]
     output_len, input_len = local["sglang_bench_output_len"], local["sglang_bench_input_len"]
-    assert local["sglang_bench_num_prompts_multiplier"] == 1  # num_prompts = c at c = M + 1 (cliff_slo)
+    assert max(SEARCH["high"] * local["sglang_bench_num_prompts_multiplier"], local["sglang_bench_num_prompts_floor"]) \
+        < PROBE_PROMPTS  # every probe is sized by its p99, not by the rule
 
     # The one server start: the tier, started the way an operator would, before the search.
     started = lab.run("start.yml", **{k: v for k, v in SEARCH_VARS.items() if not k.startswith("sglang_bench_")})
@@ -129,7 +136,8 @@ def test_the_search_finds_the_simulators_running_request_cap_on_one_live_server(
     # and on the expected side of the cliff.
     for probe, point in zip(search["probes"], record["points"], strict=True):
         assert point["concurrency"] == probe["concurrency"] == probe["value"]
-        assert point["status"] == "ok" and point["completed"] == point["num_prompts"] == max(probe["value"], 8)
+        assert point["status"] == "ok" and point["completed"] == point["num_prompts"] == PROBE_PROMPTS
+        assert "withheld_percentiles" not in point and point["samples"]["ttft"] == PROBE_PROMPTS
         value = probe["metrics"]["p99_ttft_ms"]
         assert probe["met"] is (value <= limit)
         assert probe["met"] is (probe["value"] <= model.max_running_requests), (probe, unqueued, queued)
