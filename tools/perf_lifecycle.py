@@ -246,10 +246,19 @@ def bench_settings(record):
     """The benchmark settings the playbook used, from its record: what the anchor must send the same way."""
     workload = record.get("workload") or {}
     counts = workload.get("num_prompts") or {}
-    points = [(int(c), num_prompts_for(c, counts["multiplier"], counts["floor"])) for c in workload["concurrency"]]
-    recorded = {(int(p["concurrency"]), int(p["num_prompts"])) for p in record.get("points") or []}
-    if not recorded <= set(points):
-        raise ValueError(f"the record's points {sorted(recorded)} are not the workload's {points}")
+    floor = int(((workload.get("measurement") or {}).get("min_requests")) or 0)
+    planned = {int(c): max(num_prompts_for(c, counts["multiplier"], counts["floor"]), floor)
+               for c in workload["concurrency"]}
+    # What each point sent: the plan, or what the client sized a short point to (its window).
+    sent = {}
+    for point in record.get("points") or []:
+        concurrency, prompts = int(point["concurrency"]), int(point["num_prompts"])
+        first = ((point.get("sized") or {}).get("first") or {}).get("num_prompts")
+        if concurrency not in planned or (first or prompts) != planned[concurrency]:
+            raise ValueError(f"the record's point at c={concurrency} ({prompts} prompts) is not the workload's plan "
+                             f"{sorted(planned.items())}")
+        sent.setdefault(concurrency, prompts)
+    points = [(c, sent.get(c, n)) for c, n in planned.items()]
     return {
         "points": points,
         "dataset_name": workload["dataset_name"],

@@ -224,6 +224,19 @@ def test_bench_settings_refuse_points_the_workload_does_not_make():
         perf.bench_settings(bad)
 
 
+def test_bench_settings_send_what_a_sized_point_sent():
+    # A point short of its window was run again with more prompts: the anchor sends those.
+    sized = point(10, 62, 0.6)
+    sized["sized"] = {"first": {"num_prompts": 10, "duration": 0.1}, "num_prompts": 62}
+    settings = perf.bench_settings(record(points=[point(1, 8, 1.0), sized]))
+    assert settings["points"][:2] == [(1, 8), (10, 62)]
+    # The window's min_requests raises the plan itself.
+    workload = dict(record()["workload"], measurement={"min_requests": 20})
+    assert perf.bench_settings(dict(record(points=[point(1, 20, 1.0)]), workload=workload))["points"][0] == (1, 20)
+    with pytest.raises(ValueError, match="not the workload"):
+        perf.bench_settings(record(points=[point(1, 20, 1.0)]))
+
+
 def test_num_prompts_and_client_flags():
     assert [perf.num_prompts_for(c, 1, 8) for c in (1, 10, 256)] == [8, 10, 256]
     assert perf.num_prompts_for(10, 2, 10) == 20
