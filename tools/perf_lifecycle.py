@@ -148,7 +148,8 @@ def measured_record(records, tier):
 
 def traffic_seconds(results):
     """Benchmark traffic time: the sum of bench_serving's `duration` over the points (ledger points, or the
-    result objects of bench_serving's output files). Every point must carry a duration >= 0."""
+    result objects of bench_serving's output files). Every point must carry a duration >= 0. A point the
+    client ran twice for its window (``sized``) adds its first run's duration: traffic, not orchestration."""
     total = 0.0
     results = list(results or [])
     if not results:
@@ -159,6 +160,9 @@ def traffic_seconds(results):
             raise ValueError(f"point c={point.get('concurrency', point.get('max_concurrency'))} has no valid "
                              f"duration: {duration!r}")
         total += float(duration)
+        first = ((point.get("sized") or {}).get("first") or {}).get("duration")
+        if isinstance(first, (int, float)) and not isinstance(first, bool) and first >= 0:
+            total += float(first)
     return total
 
 

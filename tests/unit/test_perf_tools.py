@@ -230,6 +230,8 @@ def test_bench_settings_send_what_a_sized_point_sent():
     sized["sized"] = {"first": {"num_prompts": 10, "duration": 0.1}, "num_prompts": 62}
     settings = perf.bench_settings(record(points=[point(1, 8, 1.0), sized]))
     assert settings["points"][:2] == [(1, 8), (10, 62)]
+    # Both runs of the sized point were traffic.
+    assert perf.traffic_seconds([point(1, 8, 1.0), sized]) == pytest.approx(1.0 + 0.6 + 0.1)
     # The window's min_requests raises the plan itself.
     workload = dict(record()["workload"], measurement={"min_requests": 20})
     assert perf.bench_settings(dict(record(points=[point(1, 20, 1.0)]), workload=workload))["points"][0] == (1, 20)
