@@ -23,7 +23,7 @@ WORK := .work
 RESULTS := results
 DEMO_TIER ?= t03-single-batch-overlap
 
-.PHONY: help venv demo test lint pytest unit wheels molecule containers check-tiers tier-docs manifests flag-history perf campaign-demo fleet-demo report browser real-gpu-kit real-gpu-check gpu-check clean distclean
+.PHONY: help venv demo test lint pytest unit integration wheels molecule containers check-tiers tier-docs manifests flag-history perf campaign-demo fleet-demo report browser real-gpu-kit real-gpu-check gpu-check clean distclean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -43,16 +43,15 @@ venv: $(STAMP) ## Create the pinned controller venv (.venv)
 demo: $(STAMP) ## Run the baseline and one more tier against the simulator, then build the report
 	$(VBIN)/ansible-playbook playbooks/demo.yml -e demo_tier=$(DEMO_TIER)
 
-# pytest and molecule run side by side: both spend much of their time waiting (servers
-# starting, containers booting), so on CI's 2 cores they finish together in about the time
-# of the longer one instead of one after the other. Their output interleaves as it comes
-# (make's --output-sync would hold each back until it ends: no progress for half an hour).
-# Lint runs beside them too: it is about two CPU-minutes that would otherwise come first and
-# alone, on the critical path (pytest is the longest of the three). A lint failure still fails
-# `make test`, at the end instead of the start.
+# CI has 2 cores. lint, pytest (-n 2) and molecule side by side took 48 min on 2026-12-05: pytest 42
+# min against 13 alone, molecule 44 against 11; three CPU-bound jobs on two cores thrash, and the
+# tests' own waits grow with them. So two phases: first the jobs that leave a core free between them
+# (lint, the unit tests in one process, molecule, whose containers wait on apt and pip), then the
+# integration tests alone on both cores (two xdist workers: they wait on servers about half the time).
 # browser first: its apt-get must not race setup-podman.sh's under -j (on a fresh machine).
-test: $(STAMP) browser ## Lint, pytest and every molecule scenario side by side (what CI runs)
-	$(MAKE) --no-print-directory -j3 lint pytest molecule
+test: $(STAMP) $(WHEELS) browser ## Lint, every test and every molecule scenario (what CI runs)
+	$(MAKE) --no-print-directory -j3 lint unit molecule
+	$(MAKE) --no-print-directory integration
 
 lint: $(STAMP) ## yamllint, ansible-lint (production), ruff, shellcheck
 	$(VBIN)/yamllint -s .
@@ -76,6 +75,9 @@ wheels: $(WHEELS) ## Fetch the SGLang wheels the flag-manifest tests parse
 # Everything under tests/ (pyproject.toml's testpaths): tests/integration and tests/unit.
 pytest: $(STAMP) $(WHEELS) browser ## Unit and integration tests (simulator, modules, playbooks, the HTML report in Chromium)
 	$(VPY) -m pytest -q -n 2 --dist loadfile --durations=25
+
+integration: $(STAMP) $(WHEELS) browser ## Integration tests only (tests/integration): playbooks, servers, Chromium
+	$(VPY) -m pytest -q -n 2 --dist loadfile --durations=25 tests/integration
 
 # The folder is the selection: tests/unit holds no playbook run and no server (tests/conftest.py
 # stops a run whose tests/unit has an integration mark, fixture or helper). A unit test that hangs

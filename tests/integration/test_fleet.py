@@ -84,7 +84,9 @@ def test_two_hosts_run_one_campaign_in_parallel_and_are_judged_apart(fleet):
     result = fleet.campaign({
         "name": "fl", "tiers": ["t03-single-batch-overlap"], "workloads": [{"name": "w", "settings": WORKLOAD}],
         "repeats": 1, "aa_check": False, "calibration": {"enabled": True, "max_deviation_pct": 50},
-        "slo": [{"metric": "p99_ttft_ms", "max": 100}],
+        # A median: what is under test is one search per host, not its percentile (a p99 probe
+        # sends 100 requests, which made this test 52 s longer).
+        "slo": [{"metric": "median_ttft_ms", "max": 100}],
         "slo_search": {"tier": "t03-single-batch-overlap", "low": 1, "high": 32, "tolerance": 16},
     })
     assert result.returncode == 0, result.stdout[-6000:]
