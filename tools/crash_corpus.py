@@ -130,7 +130,7 @@ def evaluate(catalog, index, root=CORPUS):
                 "rank": report.get("crash_rank"),
                 "root_cause": report.get("root_cause_line"),
                 "fallback": bool(report.get("fallback")) and outcome["outcome"] == sglang_crash.OUTCOME_CRASHED,
-                "ranks": sorted({r for r in sglang_crash.line_ranks(lines) if r is not None}),
+                "ranks": sorted({r for r in sglang_crash.line_ranks(lines) if sglang_crash.is_rank(r)}),
             }
         )
     return results
@@ -138,7 +138,7 @@ def evaluate(catalog, index, root=CORPUS):
 
 def is_burst(result):
     """A multi-rank burst: a crash log whose lines name two ranks or more (TP/DP/EP ranks, the
-    detokenizer, the tokenizer manager)."""
+    detokenizer, the tokenizer manager; the main process's rank-less lines do not count)."""
     return result["expected"] not in NOT_FLAGGED and len(result["ranks"]) >= 2
 
 

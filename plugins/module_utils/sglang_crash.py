@@ -15,15 +15,19 @@
 #   4. no fatal line, but a line matched an `outcome: stopped` entry: the log's outcome is
 #      `stopped_by_sigterm` (not fatal), see classify_outcome;
 #   5. bursts: in a multi-rank log (TP/DP/EP/PP ranks, "[rankN]:" torch lines, the detokenizer,
-#      the tokenizer manager) every line belongs to the rank last named at or above it; the rank
-#      of the burst's first fatal line is the first failing rank, and a specific entry matched in
-#      ITS lines wins over the other ranks' (their errors are mostly consequences); the report
+#      the tokenizer manager) every line belongs to the rank last named at or above it; a line
+#      with SGLang's time stamp and no rank belongs to the main process, which is not a rank (it
+#      reports deaths: "Received sigquit", "Subprocess ... crashed"). The rank of the burst's first
+#      fatal line that belongs to a rank is the first failing rank, and a specific entry matched
+#      in ITS lines wins over the other ranks' (their errors are mostly consequences); the report
 #      names that rank (crash_rank) and its root-cause line (root_cause_line);
 #   6. a dead process whose log matches no fatal entry (and shows no stop) is the stated fallback
 #      class `unclassified_crash`, carrying the root-cause line (the first exception line of the
-#      log's last traceback region, else the last fatal-looking line, else the last line) and
-#      the remedy "report this log" (fallback_report). A live process is never given a class
-#      without a fatal line: a healthy or still-loading log stays clean.
+#      first failing rank, else its first error line: a kernel's "Assertion ... failed", a C++
+#      terminate, an ERROR line; else the same over the whole log, else the last line that says a
+#      process died, else the last line) and the remedy "report this log" (fallback_report). A
+#      live process is never given a class without a fatal line: a healthy or still-loading log
+#      stays clean.
 
 from __future__ import annotations
 
@@ -58,11 +62,27 @@ RANK_TAG_RE = re.compile(
     r"|(?<![A-Za-z])(DetokenizerManager|TokenizerManager) hit an exception"
 )
 RANK_NAMES = {"DetokenizerManager": "detokenizer", "TokenizerManager": "tokenizer_manager"}
+# A line SGLang's logger stamped with a time and NO rank ("[2025-04-21 04:13:43] Received sigquit
+# ...") comes from the main process (HTTP server, tokenizer manager, the subprocess watchdog), or
+# from the only scheduler of a TP1 server: it ends the rank above it (rule 5). The main process is
+# not a rank of a burst: it reports the ranks' deaths (consequences), it does not fail first.
+MAIN_PROCESS_RE = re.compile(r"\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?\]")
+MAIN_RANK = "main"
 # Rule 6: an exception line (Python's last traceback line: "RuntimeError: ...",
 # "torch.AcceleratorError: ...", "KeyError: 'x'"), after any log prefix ("[time TP0] ",
 # "[rank3]: ", "> ", a "[2025-...Z] " stamp); and lines that say a process died without one.
 EXCEPTION_LINE_RE = re.compile(
-    r"^((?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt))(?::.*)?$"
+    r"^((?:[A-Za-z_][A-Za-z0-9_]*\.)*(?:[A-Z][A-Za-z0-9_]*)?(?:Error|Exception|Exit|Interrupt))(?::.*)?$"
+    # a module-qualified class that does not end in Error: "triton.runtime.errors.OutOfResources: ...",
+    # "torch._dynamo.exc.Unsupported: ..."
+    r"|^((?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9_]*): "
+)
+# Rule 6, when a log has no exception line: a line that reports an error in its own words (a CUDA
+# kernel's "Assertion `...` failed.", C++'s "terminate called after throwing", torch's c10 error
+# log "[E421 04:13:43...]", NCCL's "NCCL WARN", an "ERROR" / "Error:" / "error:" line).
+ERROR_LINE_RE = re.compile(
+    r"Assertion [`'].*[`'] failed|terminate called after throwing|^\[E[0-9]{3,4} |NCCL WARN"
+    r"|\bERROR\b|\b[Ee]rror: |\bCUDA error\b|\bFatal\b|\bFATAL\b"
 )
 # One log prefix at the start of a line: "[...]" / "[...]:" / "> " / a "2025-...Z" stamp /
 # "(Worker pid=1)"; stripped one at a time (no nested repetition, so no backtracking blow-up).
@@ -210,12 +230,18 @@ def _entry_at(catalog, lines, position, seen):
 
 def rank_of(line):
     """The rank a line names (rule 5): "TP3", "DP0 TP0 EP0", "rank3", "gpu_id=1", "detokenizer",
-    "tokenizer_manager"; None for a line that names none."""
+    "tokenizer_manager", "main" (SGLang's time stamp without a rank: the main process); None for
+    a line that names none (a traceback line, a continuation)."""
     match = RANK_TAG_RE.search(line)
     if match is None:
-        return None
+        return MAIN_RANK if MAIN_PROCESS_RE.search(line) else None
     tag = next(group for group in match.groups() if group)
     return RANK_NAMES.get(tag, tag.strip())
+
+
+def is_rank(rank):
+    """Whether a rank_of() answer is a rank of a burst (not None, not the main process)."""
+    return rank is not None and rank != MAIN_RANK
 
 
 def line_ranks(lines, low=0, high=None):
@@ -238,6 +264,19 @@ def _best(matches):
         if best is None or key < best[0]:
             best = (key, position, entry)
     return best
+
+
+def first_failing_rank(burst, ranks, base, first_fatal):
+    """Rule 5: the rank of the burst's first fatal line that belongs to a rank; the main process's
+    lines ("Received sigquit from a child process", "Subprocess ... crashed") and lines above the
+    first rank tag of a cut excerpt report a failure, they do not name who failed. When no fatal
+    line belongs to a rank, the rank (or None) of the first fatal line. ``ranks`` is line_ranks()
+    from ``base`` on."""
+    fatal = [position for position, entry in burst if entry["fatal"] and position >= first_fatal]
+    for position in sorted(fatal):
+        if is_rank(ranks[position - base]):
+            return ranks[position - base]
+    return ranks[first_fatal - base]
 
 
 def classify_burst(
@@ -274,7 +313,7 @@ def classify_burst(
     ]
     base = max(0, low)
     ranks = line_ranks(lines, base, high + 1)
-    first_rank = ranks[first_fatal - base]
+    first_rank = first_failing_rank(burst, ranks, base, first_fatal)
     best = None
     if first_rank is not None:
         own = [(position, entry) for position, entry in burst if ranks[position - base] == first_rank]
@@ -302,31 +341,56 @@ def classify_lines(
     return burst["position"], burst["entry"]
 
 
-def is_exception_line(line):
-    """Whether a line is a Python exception line once its log prefixes are stripped (rule 6)."""
+def _strip_prefixes(line):
     text = line.strip()
     for _ in range(6):
         stripped = LINE_PREFIX_RE.sub("", text, count=1)
         if stripped == text:
             break
         text = stripped
-    return EXCEPTION_LINE_RE.match(text) is not None
+    return text
 
 
-def root_cause_line(lines, low=0, high=None, rank=None):
-    """Rule 6's root-cause line of lines[low:high], or None for no line: the first exception
-    line of the region (of ``rank``'s lines when a rank is given and has one; Python prints
-    the original exception first, "During handling of the above exception" the ones it
-    caused after it), else the last line that says a process died, else the last non-empty
-    line. Returns (position, text)."""
+def is_exception_line(line):
+    """Whether a line is a Python exception line once its log prefixes are stripped (rule 6)."""
+    return EXCEPTION_LINE_RE.match(_strip_prefixes(line)) is not None
+
+
+def is_error_line(line):
+    """Whether a line reports an error in its own words without being a Python exception line
+    (a kernel assertion, a C++ terminate, torch's "[E...]" log, an ERROR line; rule 6)."""
+    return ERROR_LINE_RE.search(_strip_prefixes(line)) is not None or ERROR_LINE_RE.search(line.strip()) is not None
+
+
+def root_cause_line(lines, low=0, high=None, rank=None, errors=True, default=None):
+    """Rule 6's root-cause line of lines[low:high], or None for no line. Returns (position, text).
+
+    The first failing rank is ``rank`` when it is a rank of the burst, else the rank of the first
+    exception or error line that belongs to one (the main process's lines report deaths, they do
+    not cause them). In order: the first exception line of that rank (Python prints the original
+    exception first, "During handling of the above exception" the ones it caused after it), the
+    first error line of that rank (a kernel's "Assertion ... failed", "terminate called after
+    throwing", torch's "[E...]" log, an ERROR line), the first exception line of the region, its
+    first error line, then ``default`` (a burst's deciding line) when given, else the last line
+    that says a process died, else the last non-empty line. ``errors=False`` skips the error
+    lines (a burst named by a specific signature: its deciding line says more than them)."""
     high = len(lines) if high is None else min(high, len(lines))
     low = max(0, low)
     ranks = line_ranks(lines, low, high)
-    candidates = [p for p in range(low, high) if is_exception_line(lines[p])]
-    own = [p for p in candidates if rank is not None and ranks[p - low] == rank]
-    if own or candidates:
-        position = (own or candidates)[0]
-        return position, lines[position].strip()
+    exceptions = [p for p in range(low, high) if is_exception_line(lines[p])]
+    errors = [p for p in range(low, high) if errors and p not in exceptions and is_error_line(lines[p])]
+    if not is_rank(rank):
+        failing = [p for p in sorted(exceptions + errors) if is_rank(ranks[p - low])]
+        rank = ranks[failing[0] - low] if failing else None
+    for group in (exceptions, errors):
+        own = [p for p in group if rank is not None and ranks[p - low] == rank]
+        if own:
+            return own[0], lines[own[0]].strip()
+    for group in (exceptions, errors):
+        if group:
+            return group[0], lines[group[0]].strip()
+    if default is not None:
+        return default
     for position in range(high - 1, low - 1, -1):
         if DEATH_LINE_RE.search(lines[position]):
             return position, lines[position].strip()
@@ -375,7 +439,14 @@ def burst_report(catalog, lines, burst, first_number=1, before=DEFAULT_EXCERPT_B
     fatal line to the winning line's burst end), in the first failing rank's lines first."""
     position, entry = burst["position"], burst["entry"]
     low = burst["first_fatal"] - DEFAULT_BURST_BEFORE
-    found = root_cause_line(lines, low, burst["first_fatal"] + DEFAULT_BURST_AFTER + 1, burst["rank"])
+    found = root_cause_line(
+        lines,
+        low,
+        burst["first_fatal"] + DEFAULT_BURST_AFTER + 1,
+        burst["rank"],
+        errors=entry["rank"] != RANK_SPECIFIC,
+        default=(position, lines[position].strip()),
+    )
     return crash_report(
         entry,
         lines[position],
@@ -384,7 +455,7 @@ def burst_report(catalog, lines, burst, first_number=1, before=DEFAULT_EXCERPT_B
         first_number + position,
         before,
         after,
-        rank=burst["rank"],
+        rank=burst["rank"] if is_rank(burst["rank"]) else None,
         root_cause=found[1] if found else None,
     )
 
@@ -408,6 +479,7 @@ def fallback_report(
     else:
         position, line = found
         rank = (line_ranks(lines, 0, position + 1) or [None])[-1]
+        rank = rank if is_rank(rank) else None
         number = None if first_number is None else first_number + position
         report = crash_report(entry, line, lines, position, number, before, after, rank=rank)
     report["exit_status"] = exit_status

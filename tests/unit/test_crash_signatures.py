@@ -710,3 +710,72 @@ def test_the_root_cause_line_survives_long_prefixed_lines():
     lines = ["2025-07-25T07:53:08.21748708+08:00 stdout F " + "9" * 5000, "Killed"]
     assert sglang_crash.root_cause_line(lines) == (1, "Killed")
     assert sglang_crash.is_exception_line("> [2025-11-06T02:10:00.702Z] KeyError: 'lm_head.weight'")
+
+
+def test_main_process_lines_are_not_a_rank(catalog):
+    # SGLang's time stamp without a rank is the main process (corpus
+    # scheduler_exception/i5602-v045post1-rank3-gloo-barrier-tp3.log): it reports the death of a
+    # rank ("Received sigquit"), so the first failing rank is the first rank that prints a fatal
+    # line after it, not the rank above it.
+    main = "[2025-04-21 04:13:43] Received sigquit from a child process. It usually means the child failed."
+    assert sglang_crash.rank_of(main) == sglang_crash.MAIN_RANK
+    assert not sglang_crash.is_rank(sglang_crash.MAIN_RANK) and not sglang_crash.is_rank(None)
+    lines = [
+        main,
+        "[rank3]:[E421 04:13:43.426633564 ProcessGroupGloo.cpp:143] Rank 3 successfully reached monitoredBarrier, "
+        "but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.",
+        "[2025-04-21 04:13:43 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+    ]
+    report = sglang_crash.classify_text(catalog, "\n".join(lines))
+    assert report["crash_class"] == "scheduler_exception"
+    assert report["crash_rank"] == "TP3"
+    # the lines below a main-process line belong to it, not to the rank named above it
+    assert sglang_crash.line_ranks(["[2025-01-01 00:00:00 TP0] x", "  y", main, "  z"]) == ["TP0", "TP0", "main", "main"]
+
+
+def test_a_cut_excerpt_takes_the_first_rank_named_after_its_first_fatal_line(catalog):
+    # corpus piecewise_cuda_graph_failed/pr27811-amd-tcpiecewise-context.log: the excerpt starts
+    # inside a rank's hint, before any rank tag; TP7's own failure line is the first failing rank.
+    lines = [
+        "Piecewise CUDA Graph is enabled by default as an experimental feature.",
+        "To work around this error, add --disable-piecewise-cuda-graph to your launch command.",
+        "Please report this issue at https://github.com/sgl-project/sglang/issues/new/choose",
+        "[2026-06-10 13:08:34 TP7] Piecewise CUDA Graph failed with error: 'TcPiecewiseForwardContext' object has no "
+        "attribute 'num_tokens'",
+    ]
+    report = sglang_crash.classify_text(catalog, "\n".join(lines))
+    assert report["crash_class"] == "piecewise_cuda_graph_failed"
+    assert report["crash_rank"] == "TP7"
+    assert report["root_cause_line"].endswith("object has no attribute 'num_tokens'")
+
+
+def test_the_fallback_root_cause_without_an_exception_line_is_the_first_error_line(catalog):
+    # corpus cuda_device_assert/i271-index-out-of-bounds-model-rpc.log, cut before its exception
+    # line: the kernel's assertion says more than the last traceback frame.
+    assertion = (
+        '../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [4,0,0] Assertion '
+        '`-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.'
+    )
+    lines = [
+        assertion,
+        "Exception in ModelRpcClient:",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.11/site-packages/sglang/srt/managers/router/model_rpc.py", line 551, in forward_d',
+    ]
+    report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
+    assert report["fallback"] is True
+    assert report["root_cause_line"] == assertion
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # corpus cuda_graph_capture_failed/i4205-capture-gloo-connection-closed.log
+        "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection cl",
+        # corpus dynamo_unsupported/pr10062-tp2-piecewise-get-device-name.log
+        "torch._dynamo.exc.Unsupported: torch.* op returned non-Tensor",
+    ],
+)
+def test_bare_and_module_qualified_exceptions_are_exception_lines(line):
+    assert sglang_crash.is_exception_line(line)
+    assert not sglang_crash.is_exception_line('  File "/x/scheduler.py", line 1, in run_scheduler_process')
