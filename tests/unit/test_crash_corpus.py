@@ -274,3 +274,35 @@ def test_release_wording_of_the_catalogue(entries, wheels):
     unprinted = {regex for _c, _f, regex in crash_corpus.unprinted(wording)}
     assert "device-side assert triggered" in unprinted  # a CUDA message: corpus evidence only
     assert "Scheduler hit an exception" not in unprinted
+
+
+# The source sweep (docs/crash-corpus.md, "What the catalogue learned"): regexes taken from what
+# the supported releases raise or log, each with the releases that print it.
+SOURCE_SWEEP = {
+    ("cuda_graph_capture_failed", "Capture frozen-KV MTP cuda graph failed"): ("0.5.17", "0.5.23"),
+    ("cuda_graph_capture_failed", "Capture single-CG draft extend failed"): ("0.5.17", "0.5.23"),
+    ("cuda_graph_capture_failed", "set --cuda-graph-max-bs(?:-decode)? to a smaller value \\(e\\.g\\., 16\\)"): (
+        "0.5.10.post1", "0.5.17", "0.5.23"),
+    ("piecewise_cuda_graph_failed", "Fail when using backend: \\S+ for prefill runner"): ("0.5.17", "0.5.23"),
+    ("piecewise_cuda_graph_failed", "Capture prefill CUDA graph failed"): ("0.5.17", "0.5.23"),
+    ("kv_cache_no_memory", "Hybrid \\(mamba/linear-attention\\) state cache is too small to serve any requests"): (
+        "0.5.17", "0.5.23"),
+    ("model_arch_unsupported", "Model architectures .+ are not supported for now"): (
+        "0.5.10.post1", "0.5.17", "0.5.23"),
+    ("port_in_use", "Could not bind port [0-9]+ on any configured address family"): (
+        "0.5.10.post1", "0.5.17", "0.5.23"),
+    ("scheduler_exception", "DataParallelController hit an exception"): ("0.5.10.post1", "0.5.17", "0.5.23"),
+    ("scheduler_exception", "Initialization failed\\. Please see the error messages above"): (
+        "0.5.10.post1", "0.5.17", "0.5.23"),
+}
+
+
+def test_source_sweep_regexes_are_in_the_catalogue_and_printed_by_their_releases(entries, wheels):
+    items = {(cls, regex): (cls, field, regex) for cls, field, regex in crash_corpus.regex_items(entries)}
+    missing = [key for key in SOURCE_SWEEP if key not in items]
+    assert not missing, f"source-sweep regexes gone from the catalogue: {missing}"
+    probe = [{"class": cls, "regex": regex} for cls, regex in SOURCE_SWEEP]
+    wording = crash_corpus.release_wording(probe, wheels)
+    for (cls, regex), releases in SOURCE_SWEEP.items():
+        printed = {v for v, where in wording[(cls, "regex", regex)].items() if where}
+        assert printed == set(releases), (cls, regex, printed)
