@@ -40,6 +40,11 @@ def shared_server(sim_manifest, sim_tokenizer, tmp_path_factory):
         tmp_path_factory.mktemp("shared") / "sim.log",
         port,
     )
+    yield from serving(server)
+
+
+def serving(server: SimServer):
+    """A module fixture's body: ``server`` ready for the module's tests, stopped after them."""
     try:
         server.wait_ready()
         yield server
@@ -596,11 +601,7 @@ def metrics_server(sim_manifest, sim_tokenizer, tmp_path_factory):
         tmp_path_factory.mktemp("metrics") / "sim.log",
         port,
     )
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
+    yield from serving(server)
 
 
 def scrape(server: SimServer) -> dict[tuple, float]:

@@ -453,6 +453,16 @@ def test_sharegpt_file_shape(tok_dir):
 # --- engine ----------------------------------------------------------------------------
 
 
+async def run_to_end(engine, reqs):
+    """Submit ``reqs`` to a running engine and wait until every one has finished."""
+    for req in reqs:
+        engine.submit(req)
+    for req in reqs:
+        while not req.finished:
+            await req.changed.wait()
+            req.changed.clear()
+
+
 def _run_engine(requests_spec, **model_args):
     async def main():
         model = throughput.build_model(model_args)
@@ -470,12 +480,7 @@ def _run_engine(requests_spec, **model_args):
         mon = asyncio.create_task(monitor())
         reqs = [GenRequest(rid=str(i), prompt_tokens=p, max_new_tokens=n, ignore_eos=e, seed=i)
                 for i, (p, n, e) in enumerate(requests_spec)]
-        for req in reqs:
-            engine.submit(req)
-        for req in reqs:
-            while not req.finished:
-                await req.changed.wait()
-                req.changed.clear()
+        await run_to_end(engine, reqs)
         task.cancel()
         mon.cancel()
         return reqs, peak
@@ -801,12 +806,7 @@ def _run_cached(batches, enabled=True, new_family=True, stream_interval=1):
                 engine.cache.reset()
                 continue
             reqs = [GenRequest(rid=str(len(done) + i), seed=i, **spec) for i, spec in enumerate(batch)]
-            for req in reqs:
-                engine.submit(req)
-            for req in reqs:
-                while not req.finished:
-                    await req.changed.wait()
-                    req.changed.clear()
+            await run_to_end(engine, reqs)
             done += reqs
         task.cancel()
         return done, spy.prefills, sgl_metrics, engine
