@@ -163,9 +163,12 @@ elif [ "$PHASE" = perf ]; then
   python3 tools/device/perf_real.py --out "$REC/${PERF_DIR:-perf}" --work $WORK --tier baseline --runs "${RUNS:-3}" \
     --copy-to "${OUT:-/tmp}/${PERF_DIR:-perf}.json" "${warm[@]}" \
     -- "${AP[@]}" -e sglang_bench_min_requests=0 -e sglang_bench_min_duration_s=0 2>&1 | tee -a "$REC/summary.txt"
-  step validate_again playbooks/validate.yml -e tier=baseline
-  grep -E "accepted tier|prepare_server_args" -A2 "$REC/validate_again.out" | head -6 | tee -a "$REC/summary.txt"
-  step stop_perf playbooks/stop.yml
+  # PERF_TAIL=0 skips the validation again and the stop (a call short of device time).
+  if [ "${PERF_TAIL:-1}" = 1 ]; then
+    step validate_again playbooks/validate.yml -e tier=baseline
+    grep -E "accepted tier|prepare_server_args" -A2 "$REC/validate_again.out" | head -6 | tee -a "$REC/summary.txt"
+    step stop_perf playbooks/stop.yml
+  fi
 elif [ "$PHASE" = int ]; then
   # Interrupts (tools/device/interrupt_real.sh): SIGINT 3 s into the benchmark, then SIGKILL of the
   # controller during the ready-wait and the next experiment after it.
