@@ -136,10 +136,18 @@ def evaluate(catalog, index, root=CORPUS):
     return results
 
 
+def distinct_ranks(ranks):
+    """The processes behind rank names: torch's "[rank3]:" and SGLang's "TP3" in one log are one
+    process (a TP-only server: torch's global rank is the TP rank), so they count once."""
+    names = set(ranks)
+    return {f"TP{name[4:]}" if name.startswith("rank") and f"TP{name[4:]}" in names else name for name in names}
+
+
 def is_burst(result):
     """A multi-rank burst: a crash log whose lines name two ranks or more (TP/DP/EP ranks, the
-    detokenizer, the tokenizer manager; the main process's rank-less lines do not count)."""
-    return result["expected"] not in NOT_FLAGGED and len(result["ranks"]) >= 2
+    detokenizer, the tokenizer manager; the main process's rank-less lines do not count, nor a
+    torch "[rankN]:" beside SGLang's "TPN")."""
+    return result["expected"] not in NOT_FLAGGED and len(distinct_ranks(result["ranks"])) >= 2
 
 
 def score_splits(results):
