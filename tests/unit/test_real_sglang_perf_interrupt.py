@@ -1,6 +1,6 @@
 """Replays of the H200 recordings of issue 24 (real SGLang 0.5.17, tests/fixtures/real-sglang/0.5.17-h200-tp1):
 
-* perf/: experiment.yml against the same cycle by hand (tools/perf_seeds_cycle.sh), alternating, two runs a
+* perf/: experiment.yml against the same cycle by hand (tools/perf_seeds_cycle.sh), alternating, three runs a
   side (PHASE=perf, tools/device/perf_real.py). The playbook output as it came (each line stamped with its
   arrival time), bench_serving's own output files of the by-hand runs and the ledger are fed through today's
   perf_real.py and perf_lifecycle.py functions, which must give the figures perf.json holds.
@@ -66,9 +66,9 @@ def test_ours_task_times_and_steps_from_the_stamped_output():
 
 def test_the_parser_runs_once_then_its_verdict_is_kept():
     ours = [r for r in perf()["runs"] if r["side"] == "ours"]
-    first, second = (perf_real.step_breakdown(perf_real.task_times(stamped(r["log"]), r["wall_s"])) for r in ours)
-    # The first cycle on the machine imports SGLang for the parser (25 s); the second finds the verdict kept.
-    assert first["parser"] > 10 > 1 > second["parser"]
+    first, *later = (perf_real.step_breakdown(perf_real.task_times(stamped(r["log"]), r["wall_s"])) for r in ours)
+    # The first cycle on the machine imports SGLang for the parser (15.7 s); the later ones find the verdict kept.
+    assert later and all(first["parser"] > 10 > 1 > steps["parser"] for steps in later)
     # validate.yml again, the whole playbook, with the verdict kept: seconds, not the parser's 25.
     again = float(re.search(r"== validate_again rc=0 ([\d.]+) s", (PERF / "summary.txt").read_text()).group(1))
     assert again < first["parser"] / 2
@@ -85,9 +85,9 @@ def test_ours_load_and_traffic_from_the_ledger():
 
 
 def test_the_client_was_imported_beside_the_loading_server():
-    """Each ours run's client log: the standby client imported bench_serving (about 20 s) and got its
+    """Each ours run's client log: the standby client imported bench_serving (13-17 s) and got its
     plan only when the server was ready (go long after ready)."""
-    for index in (1, 2):
+    for index in (r["run"] for r in perf()["runs"] if r["side"] == "ours"):
         events = [json.loads(line.split(" ", 1)[1]) for line in (PERF / f"ours_{index}_client.log").read_text()
                   .splitlines() if line.startswith("SGLANG_BENCH_POINT ")]
         ready = next(e for e in events if e["event"] == "ready")
