@@ -20,8 +20,11 @@ from helpers.paths import FIXTURES, REPO
 
 CORPUS = FIXTURES / "crashlogs"
 ACCURACY_FLOOR = 0.90  # committed_accuracy may rise above it, never drop below
-HELDOUT_FLOOR = 0.72  # the held-out score of this catalogue (docs/crash-corpus.md); may only rise
-HELDOUT_FALLBACKS_CEILING = 5  # held-out crash logs given the fallback today; may only fall
+# Per held-out cohort (index.yml `cohort`, docs/crash-corpus.md): the score of the catalogue that
+# first met the cohort's logs after learning from the fit part of the same change; may only rise.
+HELDOUT_FLOORS = {1: 0.72, 2: 0.68}
+# Per held-out cohort: crash logs given the fallback today; may only fall.
+HELDOUT_FALLBACK_CEILINGS = {1: 4, 2: 13}
 RECORDINGS = "/work/shared/real-sglang/recordings/"
 
 
@@ -70,13 +73,14 @@ def test_every_log_has_provenance(index, catalog):
 
 
 def test_corpus_is_big_enough(index):
+    # issue 26: at least 120 logs from 70 sources and 15 classes; these are today's sizes
     summary = crash_corpus.corpus_summary(index)
-    assert summary["logs"] >= 100
-    assert summary["sources"] >= 90
-    assert len(summary["crash_classes"]) >= 12
+    assert summary["logs"] >= 177
+    assert summary["sources"] >= 168
+    assert len(summary["crash_classes"]) >= 30
     releases = {v for v in summary["stated_versions"] if re.match(r"^\d+\.\d+\.\d+", v)}
-    assert len(releases) >= 5, releases
-    assert summary["no_crash_logs"] >= 5
+    assert len(releases) >= 30, releases
+    assert summary["no_crash_logs"] >= 21
     size = sum(p.stat().st_size for p in CORPUS.rglob("*"))
     assert size < 3 << 20, f"the corpus is {size} bytes: keep it small"
 
@@ -134,20 +138,29 @@ def test_accuracy_holds_the_committed_floor(results, index):
     assert scores["accuracy"] >= committed, f"{scores['accuracy']:.3f} < {committed}\n{confusions}"
 
 
-def test_heldout_accuracy_holds_its_committed_floor(results, index):
-    committed = float(index["committed_heldout_accuracy"])
-    assert committed >= HELDOUT_FLOOR, "committed_heldout_accuracy may only rise"
-    scores = crash_corpus.score_splits(results)["heldout"]
-    confusions = "\n".join(f"{r['want']} -> {r['got']}  {r['file']}" for r in scores["confusions"])
-    assert scores["accuracy"] >= committed, f"{scores['accuracy']:.3f} < {committed}\n{confusions}"
+def test_heldout_accuracy_holds_its_committed_floor_per_cohort(results, index):
+    floors = index["committed_heldout_floors"]
+    ceilings = index["committed_heldout_fallback_ceilings"]
+    cohorts = crash_corpus.score_splits(results)["cohorts"]
+    assert set(cohorts) == set(HELDOUT_FLOORS) == set(floors) == set(ceilings), "every cohort has a floor"
+    for cohort, scores in cohorts.items():
+        assert float(floors[cohort]) >= HELDOUT_FLOORS[cohort], f"cohort {cohort}: the floor may only rise"
+        assert int(ceilings[cohort]) <= HELDOUT_FALLBACK_CEILINGS[cohort], f"cohort {cohort}: the ceiling may only fall"
+        confusions = "\n".join(f"{r['want']} -> {r['got']}  {r['file']}" for r in scores["confusions"])
+        assert scores["accuracy"] >= float(floors[cohort]), f"cohort {cohort}: {scores['accuracy']:.3f}\n{confusions}"
+        assert len(scores["fallbacks"]) <= int(ceilings[cohort]), [r["file"] for r in scores["fallbacks"]]
+    assert not crash_corpus.floor_problems(index, crash_corpus.score_splits(results))
 
 
 def test_the_split_is_by_source(index):
     # every log has a side, one source never sits on both, and the held-out part is real
     assert not crash_corpus.split_problems(index)
     summary = crash_corpus.corpus_summary(index)
-    assert summary["split"].get("heldout", 0) >= 25
-    assert summary["heldout_sources"] >= 25
+    assert summary["split"].get("heldout", 0) >= 82
+    assert summary["heldout_sources"] >= 82
+    assert 3 * summary["split"]["heldout"] >= summary["logs"], "at least a third held out (issue 26)"
+    no_cohort = {"logs": [dict(index["logs"][-1], cohort=None)]}
+    assert crash_corpus.split_problems(no_cohort), "a held-out log without a cohort is a problem"
     assert (
         crash_corpus.source_key("https://github.com/x/y/issues/1#issuecomment-2") == "https://github.com/x/y/issues/1"
     )
@@ -167,15 +180,25 @@ def test_a_dead_server_is_never_nothing(results):
 
 def test_fallbacks_are_counted_apart(results):
     scores = crash_corpus.score_splits(results)
-    assert scores["fit"]["fallbacks"] == []  # what the fit part teaches, the catalogue names
-    # Held out: the true count (docs/crash-corpus.md); it may only fall.
-    assert len(scores["heldout"]["fallbacks"]) <= HELDOUT_FALLBACKS_CEILING
+    # what the fit part teaches, the catalogue names: a fit log gets the fallback only where the
+    # fallback is its right answer (a bug in SGLang's launch path that no class names)
+    assert all(r["expected"] == sglang_crash.FALLBACK_CLASS for r in scores["fit"]["fallbacks"])
+    # Held out: the true count per cohort (docs/crash-corpus.md); it may only fall.
+    for cohort, part in scores["cohorts"].items():
+        assert len(part["fallbacks"]) <= HELDOUT_FALLBACK_CEILINGS[cohort]
 
 
 def test_the_corpus_has_multi_rank_bursts_named_by_their_first_failing_rank(results):
     by_file = {r["file"]: r for r in results}
     bursts = [r for r in results if crash_corpus.is_burst(r)]
-    assert len(bursts) >= 8, [r["file"] for r in bursts]
+    assert len(bursts) >= 20, [r["file"] for r in bursts]
+    # eight ranks time out one after the other; TP4 prints first
+    assert by_file["scheduler_watchdog_timeout/i3836-r1-tp16-eight-ranks-watchdog.log"]["rank"] == "TP4"
+    # a main-process sigquit above the first rank's traceback does not name the rank
+    assert by_file["cuda_oom_load/i5212-llama4-400k-tp5-tp6-oom-burst.log"]["rank"] == "TP5"
+    # torch's [rank3] beside SGLang's TP3 is one process, not a burst
+    assert not crash_corpus.is_burst(by_file["scheduler_exception/i5602-v045post1-rank3-gloo-barrier-tp3.log"])
+    assert crash_corpus.distinct_ranks(["TP3", "rank3"]) == {"TP3"}
     assert by_file["scheduler_exception/i9805-pp-ep-dp-dp2-tp2-ep2-pp0.log"]["rank"] == "DP2 TP2 EP2 PP0"
     assert by_file["scheduler_exception/i6624-dp1-tp2-health-false-positive.log"]["rank"] == "DP1 TP2"
     assert by_file["scheduler_exception/i12567-gptoss-tp7-spec-overlap-cut.log"]["rank"] == "TP7"

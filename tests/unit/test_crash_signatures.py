@@ -145,6 +145,20 @@ SINGLE_LINES = [
     ("hf_gated_or_offline",
      "OSError: You are trying to access a gated repo.",
      "https://github.com/zylon-ai/private-gpt/issues/1985"),
+    ("hf_gated_or_offline",
+     "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/upstage/SOLAR-10.7B-Instruct-v1.0"
+     "/resolve/main/hf_quant_config.json: offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` "
+     "environment variable.",
+     "corpus hf_gated_or_offline/i5386-v045-hf-hub-offline-cannot-reach.log"),
+    ("cuda_illegal_instruction",
+     "RuntimeError: CUDA error: an illegal instruction was encountered",
+     "corpus cuda_illegal_instruction/i4188-eagle-high-concurrency-illegal-instruction.log"),
+    ("dynamo_unsupported",
+     "You can suppress this exception and fall back to eager by setting:",
+     "corpus dynamo_unsupported/i1923-torch-compile-flashinfer-getitem-assert.log"),
+    ("warmup_failed",
+     "Exception in thread Thread-1 (_wait_and_warmup):",
+     "corpus warmup_failed/i1386-qwen72b-v030-warmup-json-decode.log"),
     ("no_kernel_image",
      "RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device",
      "https://github.com/sgl-project/sglang/issues/7249 (title)"),
@@ -283,7 +297,8 @@ def test_single_line_is_classified(catalog, expected, line, source):
 
 
 def test_every_log_class_has_a_real_line():
-    covered = {case[0] for case in SINGLE_LINES} | {"dynamo_fp4_jit"}  # the FP4 case needs a burst
+    # the FP4 case and a weight-name KeyError need the lines around them (a burst)
+    covered = {case[0] for case in SINGLE_LINES} | {"dynamo_fp4_jit", "weights_mismatch"}
     log_classes = {e["class"] for e in sglang_crash.load_catalog(CATALOG_PATH) if e["pattern"] is not None}
     assert log_classes <= covered, log_classes - covered
 
@@ -548,11 +563,6 @@ REMOVED_SIGNATURES = [
      "huggingface_hub.utils._errors.GatedRepoError: 401 Client Error. (Request ID: "
      "Root=1-661471eb-38c6ceb05c22031f04f730f7;54f54e0f-18d7-4cbf-a882-a291b1abd4b4)",
      "https://github.com/kyegomez/NeoSapiens/issues/3"),
-    ("hf_gated_or_offline", "OfflineModeIsEnabled",
-     "huggingface_hub.utils._http.OfflineModeIsEnabled: Cannot reach "
-     "https://huggingface.co/meta-llama/Llama-2-7b-chat-hf/resolve/main/config.json: offline mode is enabled. "
-     "To disable it, please unset the `HF_HUB_OFFLINE` environment variable.",
-     "https://github.com/huggingface/optimum-neuron/issues/535 (completed)"),
     ("hf_gated_or_offline", "LocalEntryNotFoundError",
      "LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder for the specified revision on "
      "the local disk and outgoing traffic has been disabled. To enable repo look-ups and downloads online, "
@@ -730,7 +740,8 @@ def test_main_process_lines_are_not_a_rank(catalog):
     assert report["crash_class"] == "scheduler_exception"
     assert report["crash_rank"] == "TP3"
     # the lines below a main-process line belong to it, not to the rank named above it
-    assert sglang_crash.line_ranks(["[2025-01-01 00:00:00 TP0] x", "  y", main, "  z"]) == ["TP0", "TP0", "main", "main"]
+    ranks = sglang_crash.line_ranks(["[2025-01-01 00:00:00 TP0] x", "  y", main, "  z"])
+    assert ranks == ["TP0", "TP0", "main", "main"]
 
 
 def test_a_cut_excerpt_takes_the_first_rank_named_after_its_first_fatal_line(catalog):
@@ -760,11 +771,18 @@ def test_the_fallback_root_cause_without_an_exception_line_is_the_first_error_li
         assertion,
         "Exception in ModelRpcClient:",
         "Traceback (most recent call last):",
-        '  File "/usr/local/lib/python3.11/site-packages/sglang/srt/managers/router/model_rpc.py", line 551, in forward_d',
+        '  File "/usr/local/lib/python3.11/site-packages/sglang/srt/managers/router/model_rpc.py", line 551, '
+        "in forward_d",
     ]
+    # the 0.1.x worker header "Exception in ModelRpcClient:" is a generic crash line (learned from
+    # the fit part), so the class is scheduler_exception; the root cause is still the assertion
     report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
-    assert report["fallback"] is True
+    assert report["crash_class"] == "scheduler_exception"
     assert report["root_cause_line"] == assertion
+    # without the header no signature matches: the fallback carries the same root cause
+    headless = [line for line in lines if not line.startswith("Exception in")]
+    report = sglang_crash.classify_outcome(catalog, headless, exited=True)["report"]
+    assert report["fallback"] is True and report["root_cause_line"] == assertion
 
 
 @pytest.mark.parametrize(
@@ -779,3 +797,18 @@ def test_the_fallback_root_cause_without_an_exception_line_is_the_first_error_li
 def test_bare_and_module_qualified_exceptions_are_exception_lines(line):
     assert sglang_crash.is_exception_line(line)
     assert not sglang_crash.is_exception_line('  File "/x/scheduler.py", line 1, in run_scheduler_process')
+
+
+def test_a_weight_name_keyerror_in_a_load_path_is_weights_mismatch(catalog):
+    # corpus weights_mismatch/i3209-sharded-state-e-score-bias-keyerror.log (fit): the KeyError of a
+    # dotted parameter name with the loader's frames around it
+    lines = [
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py", line 605, in load_model',
+        "    param_data = state_dict[key].data",
+        "KeyError: 'model.layers.10.mlp.experts.e_score_correction_bias'",
+    ]
+    report = sglang_crash.classify_text(catalog, "\n".join(lines))
+    assert report["crash_class"] == "weights_mismatch"
+    # the same KeyError without a load frame near it is no weights_mismatch (a request's KeyError)
+    alone = sglang_crash.classify_outcome(catalog, lines[-1:], exited=True)["report"]
+    assert alone["crash_class"] != "weights_mismatch"
