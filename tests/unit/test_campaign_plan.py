@@ -102,13 +102,18 @@ def test_the_schema_refuses_bad_fields(data, words):
     assert any(words in p for p in err.value.problems), err.value.problems
 
 
-def test_interleaved_order_runs_round_after_round_with_the_aa_arm_last():
-    campaign = check({"name": "c", "tiers": ["t03-single-batch-overlap"], "repeats": 2})
+def test_interleaved_order_runs_round_after_round_each_starting_one_arm_later():
+    campaign = check({"name": "c", "tiers": ["t03-single-batch-overlap"], "repeats": 4})
     cells = [c["cell"] for c in campaign_logic.expand_cells(campaign)]
     assert cells == [
         "baseline/default/r1", "t03-single-batch-overlap/default/r1", "baseline~aa/default/r1",
-        "baseline/default/r2", "t03-single-batch-overlap/default/r2", "baseline~aa/default/r2",
+        "t03-single-batch-overlap/default/r2", "baseline~aa/default/r2", "baseline/default/r2",
+        "baseline~aa/default/r3", "baseline/default/r3", "t03-single-batch-overlap/default/r3",
+        "baseline/default/r4", "t03-single-batch-overlap/default/r4", "baseline~aa/default/r4",
     ]
+    # Every arm takes a round's first start as often as the others, and each round has every arm once.
+    firsts = [cells[i].split("/")[0] for i in range(0, len(cells), 3)]
+    assert sorted(firsts[:3]) == ["baseline", "baseline~aa", "t03-single-batch-overlap"]
     grouped = check({"name": "c", "tiers": ["t03-single-batch-overlap"], "repeats": 2, "order": "grouped",
                      "aa_check": False})
     assert [c["cell"] for c in campaign_logic.expand_cells(grouped)] == [
