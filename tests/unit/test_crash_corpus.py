@@ -19,7 +19,7 @@ from ansible.module_utils import sglang_crash
 from helpers.paths import FIXTURES, REPO
 
 CORPUS = FIXTURES / "crashlogs"
-ACCURACY_FLOOR = 0.90  # committed_accuracy may rise above it, never drop below
+ACCURACY_FLOOR = 0.99  # committed_accuracy may rise above it, never drop below (fit: 95/95)
 # Per held-out cohort (index.yml `cohort`, docs/crash-corpus.md): the score of the catalogue that
 # first met the cohort's logs after learning from the fit part of the same change; may only rise.
 HELDOUT_FLOORS = {1: 0.72, 2: 0.68}
