@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
+import types
 
 import pytest
+import sglang_bench_points as points
 import sglang_failure
 import sglang_ledger
 import yaml
@@ -88,8 +89,7 @@ def test_the_client_was_imported_beside_the_loading_server():
     """Each ours run's client log: the standby client imported bench_serving (13-17 s) and got its
     plan only when the server was ready (go long after ready)."""
     for index in (r["run"] for r in perf()["runs"] if r["side"] == "ours"):
-        events = [json.loads(line.split(" ", 1)[1]) for line in (PERF / f"ours_{index}_client.log").read_text()
-                  .splitlines() if line.startswith("SGLANG_BENCH_POINT ")]
+        events = points.parse_status_lines((PERF / f"ours_{index}_client.log").read_text())
         ready = next(e for e in events if e["event"] == "ready")
         go = next(e for e in events if e["event"] == "go")
         assert ready["standby"] is True and ready["import_s"] > 10
@@ -103,12 +103,18 @@ def test_by_hand_traffic_from_bench_servings_own_files():
         assert round(pl.traffic_seconds(results), 3) == run["bench_traffic_s"]
 
 
-def test_medians_and_ratio():
+def test_medians_and_ratio_from_todays_perf_real(tmp_path, monkeypatch):
+    """The recorded runs through today's perf_real.write (what it would write as perf.json after the
+    last run): the walls, medians and ratio the recording holds."""
     data = perf()
-    ours = [r["wall_s"] for r in data["runs"] if r["side"] == "ours" and r["rc"] == 0]
-    hand = [r["wall_s"] for r in data["runs"] if r["side"] == "by_hand" and r["rc"] == 0]
-    assert ours == data["ours_wall_s"] and hand == data["by_hand_wall_s"] and len(ours) >= 2 and len(hand) >= 2
-    assert round(statistics.median(ours) / statistics.median(hand), 3) == data["median_ratio"]
+    monkeypatch.setattr(perf_real, "subprocess", types.SimpleNamespace(
+        run=lambda *a, **k: types.SimpleNamespace(stdout=data["gpu"], returncode=0)))
+    args = types.SimpleNamespace(out=tmp_path, tier=data["tier"], copy_to=None, warm=data["warm_start"])
+    today = perf_real.write(args, data["runs"], {"workload": data["workload"]})
+    keys = ("ours_wall_s", "by_hand_wall_s", "median_ours_s", "median_by_hand_s", "median_ratio")
+    assert {k: today[k] for k in keys} == {k: data[k] for k in keys}
+    assert len(today["ours_wall_s"]) >= 2 and len(today["by_hand_wall_s"]) >= 2
+    assert json.loads((tmp_path / "perf.json").read_text())["median_ratio"] == data["median_ratio"]
 
 
 def failed_result(text, task):
