@@ -3,7 +3,12 @@ experiment baseline, then tiny-nomem, whose --mem-fraction-static leaves the KV 
 the server dies at start-up; the rescue restored the last good tier from the plan module
 sglang_ledger_info makes on the host (restore: true, module_utils/sglang_ledger.py restore_plan),
 and stop.yml stopped it. Phase a's exp_nomem.out (the top folder: the same crash, restored by the
-Jinja tasks restore.yml had before the plan moved into Python) is the reference it is compared with."""
+Jinja tasks restore.yml had before the plan moved into Python) is the reference it is compared with.
+
+The crash log goes through today's crash catalog and failure decision, the closing message through
+today's failure_report, the ledger through today's restore_plan, each verified stop's processes
+through today's stop_processes; the task names read from the output are checked against the tasks
+today's experiment playbook runs."""
 
 from __future__ import annotations
 
@@ -11,10 +16,20 @@ import posixpath
 import re
 
 import sglang_crash
+import sglang_failure
 import sglang_ledger
 import yaml
 from helpers.paths import FIXTURES, REPO
-from helpers.recordings import client_events, records, tasks
+from helpers.recordings import (
+    client_events,
+    playbook_tasks,
+    printed_by,
+    records,
+    replay_stop,
+    shown_msg,
+    stopped_entries,
+    tasks,
+)
 
 REAL = FIXTURES / "real-sglang" / "0.5.17-h200-tp1"
 REC = REAL / "phase-h"
@@ -42,8 +57,12 @@ def by_tier():
 
 
 def named(output, name):
-    """(outcome, body) of each task called ``name`` (the role prefix left off) in ``output``."""
-    return [(outcome, body) for task, outcome, body in tasks(output) if task.split(" : ", 1)[-1] == name]
+    """(outcome, body) of each task called ``name`` (the role prefix left off) in ``output``; the name
+    must be one today's experiment playbook still prints."""
+    found = [(task, outcome, body) for task, outcome, body in tasks(output) if task.split(" : ", 1)[-1] == name]
+    today = playbook_tasks("experiment.yml")
+    assert all(printed_by(today, task) for task, _, _ in found), f"{name!r}: no task of today's experiment.yml"
+    return [(outcome, body) for _, outcome, body in found]
 
 
 def shown(body):
@@ -109,21 +128,37 @@ def test_the_baseline_succeeded_and_tiny_nomem_failed_at_start_up_as_its_tier_ex
     assert nomem["status"] == "failed" and nomem["points"] == []
     assert (failure["step"], failure["class"]) == ("wait_ready", "kv_cache_no_memory")
     assert failure["class"] == expected_failure_class(nomem["tier"])
-    # The closing message says so, names the record, and keeps no point.
-    out = text("exp_nomem_h.out")
-    assert f"Tier {nomem['tier']} failed at step '{failure['step']}': {failure['class']} (as expected" in out
-    assert f"record {nomem['record_id']} (failed, {len(nomem['points'])} point(s) kept)" in out
-    assert "failed=1" in out.split("PLAY RECAP", 1)[1] and "rescued=1" in out.split("PLAY RECAP", 1)[1]
     steps = summary_steps()
     assert [steps[s][0] for s in ("exp_baseline_h", "exp_nomem_h", "stop_h")] == [0, 2, 0]
 
-    # The crash is the server's own line: the ledger's message is the line it names in the kept log,
-    # the log alone classifies so, and it names the tier's own --mem-fraction-static.
+    # The crash is the server's own line: the kept log through today's catalog and failure decision
+    # gives the failure the ledger holds, and the line it names in the log is the ledger's message.
     log = text("logs/tiny-nomem.log").splitlines()
-    assert log[failure["crash_line_number"] - 1] == failure["message"]
     catalog = sglang_crash.compile_catalog(yaml.safe_load((REPO / "data" / "crash_signatures.yml").read_text()))
     got = sglang_crash.classify_outcome(catalog, log)
-    assert got["outcome"] == "crashed" and got["report"]["crash_class"] == failure["class"]
+    assert got["outcome"] == "crashed"
+    decided = sglang_failure.decide_failure(
+        task={"name": failure["task"], "tags": ["sglang_experiment_wait_ready"]}, crash=got["report"])
+    for key in ("class", "step", "message", "crash_line_number"):
+        assert decided[key] == failure[key], key
+    assert log[failure["crash_line_number"] - 1] == failure["message"]
+    # The closing message through today's failure_report: the one the run printed (the restored pid
+    # and the ledger path taken from it), "as expected" since the tier expects this class.
+    out = text("exp_nomem_h.out")
+    tier, pid = restored_pid()
+    said = yaml.safe_load("\n".join(line[4:] for line in out[out.rindex("FAILED! =>"):].splitlines()[1:]
+                                    if line.startswith("    ")))["msg"].splitlines()
+    ledger_path = re.match(r"ledger: (\S+), record ", said[-2]).group(1)
+    report = sglang_failure.failure_report(
+        nomem["tier"], decided["step"], decided["class"], expected_failure_class(nomem["tier"]), decided["message"],
+        sglang_failure.ledger_line(ledger_path, nomem),
+        sglang_failure.restore_line(True, {"ok": True, "tier": tier, "pid": pid}),
+    ).splitlines()
+    assert report[1:] == said[1:]
+    # The wording of "as expected" changed since the recording; the decision did not.
+    head = f"Tier {nomem['tier']} failed at step '{failure['step']}': {failure['class']} (as expected"
+    assert report[0].startswith(head) and said[0].startswith(head)
+    assert "failed=1" in out.split("PLAY RECAP", 1)[1] and "rescued=1" in out.split("PLAY RECAP", 1)[1]
     argv = nomem["launch"]["argv"]
     fraction = argv[argv.index("--mem-fraction-static") + 1]
     assert f"--mem-fraction-static={fraction}." in failure["message"]
@@ -199,23 +234,27 @@ def test_the_rescue_asked_the_ledger_once_and_ran_none_of_the_old_restore_tasks(
 # --------------------------------------------------------------------------- 4. the verified stops
 
 
-def test_the_verified_stops_freed_the_gpu():
-    baseline, nomem = records(REC)
-    out, stop = text("exp_nomem_h.out"), text("stop_h.out")
-    # exp_nomem_h: the baseline's server before tiny-nomem started, then the rescue's stop (the
-    # crashed server had left nothing); stop_h: the restored baseline.
-    assert STOPPED.findall(out) == [("5", "baseline"), ("", "")]
-    stops = [(released == "True", int(before), int(after)) for released, before, after in GPU.findall(out + stop)]
-    assert len(stops) == 3 and all(released and after <= FREE_MIB for released, _, after in stops)
-    (_, held, _), (_, crashed, _), (_, restored, _) = stops
-    # What the stops found held is what the GPU reads said at the time: the baseline record's
-    # snapshot, nothing after the crash (its record's snapshot), nvidia-smi after the restore.
-    assert held == baseline["gpu"]["gpus"][0]["memory_used_mib"] > FREE_MIB
-    assert crashed == nomem["gpu"]["gpus"][0]["memory_used_mib"] <= FREE_MIB
-    assert f"{restored}MiB / " in text("smi_restored_h.txt") and restored > FREE_MIB
-    # After stop.yml nothing of the server is left and the GPU holds nothing.
+def test_the_verified_stops_replayed_stop_the_same_processes_within_a_second():
+    """Each verified stop that found a server (the baseline's before tiny-nomem started, and stop.yml's
+    of the restored baseline), its processes doing what they did on the SIGTERM, through today's
+    stop_processes with the role's settings: the same signals and outcomes, SGLang's main process
+    killed once the GPU workers were gone, in less time than the stop took. The rescue's stop found
+    nothing (the crashed server had left nothing); after stop.yml no process is left."""
+    stops = []
+    for name in ("exp_nomem_h.out", "stop_h.out"):
+        stops += [shown_msg(body) for _, body in named(text(name), "Show what the stop did")]
+    assert [stopped_entries(msg) == [] for msg in stops] == [False, True, False]
+    assert STOPPED.findall(text("exp_nomem_h.out")) == [("5", "baseline"), ("", "")]
+    for msg in stops:
+        entries = stopped_entries(msg)
+        if not entries:
+            continue
+        took = float(re.search(r"took ([0-9.]+) s", " ".join(msg)).group(1))
+        replayed, timings = replay_stop(entries)
+        assert [(p, r["signals"], r["outcome"]) for p, r in replayed.items()] == [
+            (e["pid"], e["signals"], e["outcome"]) for e in entries
+        ]
+        (main,) = [e["pid"] for e in entries if "sglang.launch_server" in e["cmdline"]]
+        assert replayed[main]["outcome"] == "killed" and replayed[main].get("after_workers") is True
+        assert timings["total_s"] <= took <= 1.0
     assert ps_rows("ps_after_stop_h.txt") == []
-    used = re.search(r"(\d+)MiB / (\d+)MiB", text("smi_after_stop_h.txt"))
-    assert int(used[1]) <= FREE_MIB and "No running processes found" in text("smi_after_stop_h.txt")
-    took = re.findall(r"took ([0-9.]+) s, the GPU workers were gone after ([0-9.]+) s", out + stop)
-    assert len(took) == 2 and all(float(t) <= 1.0 for t, _ in took)
