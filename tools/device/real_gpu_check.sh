@@ -33,6 +33,9 @@
 #   PHASE=int bash tools/device/real_gpu_check.sh   on its own: SIGINT to the playbook 3 s into the
 #                                                 benchmark, SIGKILL of the controller during the
 #                                                 ready-wait (tools/device/interrupt_real.sh)
+#   PHASE=trust bash tools/device/real_gpu_check.sh  on its own: issue 23's numbers on real SGLang
+#                                                 (tools/device/trust_real.sh): A/A pairs, too_short,
+#                                                 counters, cache hit rates, the SLO search
 #   PHASE=e bash tools/device/real_gpu_check.sh   a campaign (CAMPAIGN, default
 #                                                 data/campaigns/h200-tiny.yml) under its budget;
 #                                                 run it again and it resumes. The report is made
@@ -175,6 +178,13 @@ elif [ "$PHASE" = int ]; then
   bash tools/device/interrupt_real.sh "$REC" "${AP[@]}" 2>&1 | tee -a "$REC/summary.txt"
   cp "$REC"/int_*.out "$REC/summary.txt" "${OUT:-/tmp}/" 2>/dev/null
   step stop_int playbooks/stop.yml
+elif [ "$PHASE" = trust ]; then
+  # Issue 23 on real SGLang (tools/device/trust_real.sh): an A/A by experiment.yml (PAIRS baseline runs,
+  # default 6: three pairs), each point with its window, flushed cache and the server's counters; a point
+  # below its window (too_short); the streamed-error point caught by the counters; two repeats on one
+  # server with the cache hit rate of each; the SLO search sized for its p99.
+  bash tools/device/trust_real.sh "$REC" "${AP[@]}" 2>&1 | tee -a "$REC/summary.txt"
+  step stop_trust playbooks/stop.yml
 elif [ "$PHASE" = e ]; then
   n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
   step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
