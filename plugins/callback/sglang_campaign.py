@@ -31,14 +31,22 @@ from ansible.plugins.callback import CallbackBase  # noqa: E402
 
 
 def _campaign_logic():
-    """plugins/module_utils/sglang_campaign.py, loaded once (this project is not a collection)."""
+    """plugins/module_utils/sglang_campaign.py, loaded once (this project is not a collection), as the
+    filter plugin's ``_load`` loads it: under the same name, with its folder on sys.path for the
+    siblings it imports (sglang_compare, sglang_interval), and never left half-loaded in sys.modules."""
     key = "sglang_lab_module_utils_sglang_campaign"  # the name the filter plugin loads it under
+    folder = Path(__file__).resolve().parent.parent / "module_utils"
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
     if key not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "sglang_campaign.py"
-        spec = importlib.util.spec_from_file_location(key, path)
+        spec = importlib.util.spec_from_file_location(key, folder / "sglang_campaign.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[key] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[key]
+            raise
     return sys.modules[key]
 
 

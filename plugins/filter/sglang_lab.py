@@ -51,13 +51,23 @@ _OPTIONS = ("manifest", "extra_tiers", "flags_override", "env_override", "module
 
 
 def _load(name):
-    """Import plugins/module_utils/<name>.py once (controller side; this project is not a collection)."""
+    """Import plugins/module_utils/<name>.py once (controller side; this project is not a collection).
+
+    A module_utils file that imports a sibling does so as ``ansible.module_utils.<sibling>`` inside a
+    module's payload, else as ``<sibling>`` (its ImportError fallback, as under pytest and tools/):
+    the folder goes on sys.path, last, for that fallback."""
+    if str(_MODULE_UTILS) not in sys.path:
+        sys.path.append(str(_MODULE_UTILS))
     key = f"sglang_lab_module_utils_{name}"
     if key not in sys.modules:
         spec = importlib.util.spec_from_file_location(key, _MODULE_UTILS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[key] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:  # never leave a half-loaded module for the next caller
+            del sys.modules[key]
+            raise
     return sys.modules[key]
 
 
