@@ -645,6 +645,41 @@ def slo_section(slo: dict | None) -> list[str]:
     return out
 
 
+PRECISION_RULE = (
+    "How precisely each arm's repeats measured it: the half-width of the simultaneous interval of its mean "
+    "output tok/s (every concurrency, log scale), and the smallest change against the baseline that these "
+    "repeats could call better or worse (the widest half-width of its comparison intervals). With a precision "
+    "target in the campaign file, the campaign adds interleaved rounds until each arm is within it or reaches "
+    "max_repeats (docs/campaign-statistics.md)."
+)
+
+
+def precision_section(arms: dict, names: list[str], where: str, confidence: str, synthetic: bool) -> list[str]:
+    """Each arm's precision (stats.arm_precision_state): repeats, interval, target, what ended the repeats."""
+    rows = []
+    for name in names:
+        state = arms[name].get("precision") or {}
+        target = state.get("target")
+        rows.append([
+            name,
+            arms[name]["role"],
+            str(state.get("n", 0)),
+            f"±{fmt_num(state['widest_pct'], 1)}%" if state.get("widest_pct") is not None else "— (one repeat)",
+            f"±{fmt_num(target['target_pct'], 1)}% (max {target['max_repeats']})" if target else "none",
+            state.get("state") or "—",
+            f"±{fmt_num(state['smallest_change_pct'], 1)}%" if state.get("smallest_change_pct") is not None else "—",
+        ])
+    out = [f"### Precision of the repeats: {where}", "", PRECISION_RULE, ""]
+    out += table(
+        ["Arm", "Role", "Repeats", f"Mean's simultaneous {confidence} interval", "Target", "Repeats ended",
+         "Smallest change visible"],
+        rows,
+        synthetic,
+        "---|---|---:|---:|---|---|---:|",
+    )
+    return out + [""]
+
+
 def workload_sections(host: str, workload: str, part: dict, synthetic: bool, order: list[str], method: dict) -> list:
     out = []
     arms = part["arms"]
@@ -719,6 +754,7 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
     else:
         out.append("No tier arm ran here.")
     out.append("")
+    out += precision_section(arms, names, where, confidence, synthetic)
 
     shown = [*verdict_metrics, stats.PER_USER]
     out += [

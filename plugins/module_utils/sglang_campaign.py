@@ -33,7 +33,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import time
+
+try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_compare import concurrencies, record_value
+    from ansible.module_utils.sglang_interval import finite_numbers, t_quantile
+except ImportError:  # pytest and tools/ put module_utils on sys.path.
+    from sglang_compare import concurrencies, record_value
+    from sglang_interval import finite_numbers, t_quantile
 
 ROLE_BASELINE = "baseline"
 ROLE_AA = "aa"
@@ -57,7 +65,16 @@ DEFAULTS = {
     "slo": [],
     "slo_search": None,
     "calibration": {},
+    "precision": None,
 }
+# Repeats to a precision (docs/campaign-statistics.md, "Repeats to a precision"): after the planned
+# repeats, an arm gets one more interleaved round while the simultaneous interval of its mean
+# (log scale, over its workloads and concurrencies) is wider than +-target_pct, until max_repeats.
+PRECISION_DEFAULTS = {"target_pct": 5.0, "max_repeats": 10, "metric": "output_throughput", "confidence": 0.95}
+PRECISION_MET = "target_met"
+PRECISION_MAX = "max_repeats"
+PRECISION_RUNNING = "running"
+PRECISION_FAILED = "arm_failed"
 CALIBRATION_DEFAULTS = {
     "enabled": False,
     "max_deviation_pct": 10.0,
@@ -130,6 +147,16 @@ def check_campaign(data, schema, known_tiers, source="the campaign file", runnab
     for workload in campaign["workloads"]:
         workload.setdefault("settings", {})
     campaign["calibration"] = {**CALIBRATION_DEFAULTS, **(campaign.get("calibration") or {})}
+    if campaign.get("precision") is not None:
+        campaign["precision"] = {**PRECISION_DEFAULTS, **campaign["precision"]}
+        if campaign["precision"]["max_repeats"] < campaign["repeats"]:
+            problems.append(f"{source}: precision.max_repeats ({campaign['precision']['max_repeats']}) is below "
+                            f"repeats ({campaign['repeats']}); it bounds the repeats the target may add")
+        if campaign["order"] != "interleaved":
+            problems.append(f"{source}: precision needs order interleaved: its extra rounds are rounds of every arm "
+                            "short of the target")
+        if problems:
+            raise CampaignError(problems)
     if known_tiers is None:  # the controller's first look: the file's own shape only
         campaign["not_runnable"] = []
         return campaign
@@ -180,6 +207,71 @@ def _same_start(group, cell):
         and group["repeat"] == cell["repeat"]
         and group["cells"][-1]["index"] == cell["index"] - 1
     )
+
+
+def arm_precision(records, metric="output_throughput", confidence=0.95):
+    """The widest half-width, in percent, of the simultaneous ``confidence`` intervals of an arm's mean
+    ``metric`` at each concurrency of ``records`` (the arm's successful cells of one workload), on the log
+    scale (a t interval over the cells, Bonferroni over the concurrencies); None below two values at a
+    concurrency (one value says nothing of the spread)."""
+    points = sorted({c for record in records for c in concurrencies(record)})
+    widest = None
+    for concurrency in points:
+        values = [v for v in finite_numbers([record_value(r, concurrency, metric) for r in records]) if v > 0]
+        if len(values) < 2:
+            return None
+        logs = [math.log(v) for v in values]
+        mean = sum(logs) / len(logs)
+        spread = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+        alpha = (1.0 - confidence) / len(points)
+        half = t_quantile(1.0 - alpha / 2.0, len(logs) - 1) * spread / math.sqrt(len(logs))
+        width = math.expm1(min(half, 686.0)) * 100.0
+        widest = width if widest is None else max(widest, width)
+    return widest
+
+
+def _precision_rounds(campaign, cells, records_by_id):
+    """The arms' precision after their cells so far, and the cells of the next round for those short of it.
+
+    Returns ``(status, new_cells)``: status is ``{arm: {"repeats", "widest_pct", "target_pct", "state"}}``
+    (state: target_met, max_repeats, running - more cells to come - or arm_failed: a final failure
+    leaves the arm as it is); new_cells the next repeat of every arm short of the target, all workloads,
+    in that round's rotated order."""
+    spec = campaign["precision"]
+    every = arms(campaign)
+    status, wanting = {}, []
+    for arm in every:
+        mine = [c for c in cells if c["arm"] == arm["arm"]]
+        repeats = max(c["repeat"] for c in mine)
+        entry = {"repeats": repeats, "widest_pct": None, "target_pct": spec["target_pct"]}
+        if any(c["state"] == "pending" for c in mine):
+            entry["state"] = PRECISION_RUNNING
+        elif any(c.get("status") != "success" for c in mine):
+            entry["state"] = PRECISION_FAILED
+        else:
+            widths = []
+            for workload in {c["workload"] for c in mine}:
+                records = [records_by_id[c["record_id"]] for c in mine if c["workload"] == workload]
+                widths.append(arm_precision(records, spec["metric"], spec["confidence"]))
+            entry["widest_pct"] = None if None in widths else round(max(widths), 3)
+            if entry["widest_pct"] is not None and entry["widest_pct"] <= spec["target_pct"]:
+                entry["state"] = PRECISION_MET
+            elif repeats >= spec["max_repeats"]:
+                entry["state"] = PRECISION_MAX
+            else:
+                entry["state"] = PRECISION_RUNNING
+                wanting.append(arm)
+        status[arm["arm"]] = entry
+    new_cells = []
+    if wanting:
+        repeat = max(status[a["arm"]]["repeats"] for a in wanting) + 1
+        shift = (repeat - 1) % len(every)
+        order = [a for a in every[shift:] + every[:shift] if a in wanting]
+        for arm in order:
+            for workload in [w["name"] for w in campaign["workloads"]]:
+                new_cells.append({**arm, "workload": workload, "repeat": status[arm["arm"]]["repeats"] + 1,
+                                  "cell": cell_id(arm["arm"], workload, status[arm["arm"]]["repeats"] + 1)})
+    return status, new_cells
 
 
 def calibration_cell(campaign):
@@ -323,6 +415,31 @@ def plan(campaign, launches, workloads, records, host, fingerprint=None, slo_rec
             previous = failure_class(record) if record is not None else None
             cell.update(state="pending", attempt=attempts.get(cell["key"], 0) + 1, previous_failure=previous)
         cells.append(cell)
+    precision = None
+    if campaign.get("precision"):
+        by_id = {r["record_id"]: r for r in mine}
+        # Extra rounds already run (by an earlier run of this command) are cells like the planned ones.
+        while True:
+            precision, extra = _precision_rounds(
+                campaign, [c for c in cells if c["role"] != ROLE_CALIBRATION], by_id)
+            if not extra:
+                break
+            for cell in extra:
+                cell["index"] = len(cells) + 1
+                cell["key"] = cell_key(cell, launches[cell["tier"]], workloads[cell["workload"]])
+                record = latest.get(cell["key"])
+                if record is not None and is_final(record):
+                    cell.update(state="done", record_id=record["record_id"], status=record["status"],
+                                failure_class=failure_class(record))
+                else:
+                    previous = failure_class(record) if record is not None else None
+                    cell.update(state="pending", attempt=attempts.get(cell["key"], 0) + 1,
+                                previous_failure=previous)
+                cells.append(cell)
+            if any(c["state"] == "pending" for c in extra):
+                precision, _ = _precision_rounds(campaign, [c for c in cells if c["role"] != ROLE_CALIBRATION],
+                                                 by_id)
+                break
     calibration = None
     if calibrating:
         cal = cells[0]
@@ -360,6 +477,7 @@ def plan(campaign, launches, workloads, records, host, fingerprint=None, slo_rec
         "groups": groups,
         "calibration": calibration,
         "slo_search": slo_plan(campaign, launches, workloads, list(slo_records), host),
+        "precision": precision,
         "counts": counts,
         "warnings": warnings,
         "mean_cell_seconds": round(sum(durations) / len(durations), 1) if durations else None,
@@ -425,6 +543,7 @@ def cell_record(campaign, cell, attempt, fingerprint):
         "repeat": cell["repeat"],
         "attempt": int(attempt),
         "fingerprint": dict(fingerprint or {}),
+        **({"precision": dict(campaign["precision"])} if campaign.get("precision") else {}),
     }
 
 

@@ -70,7 +70,7 @@ from collections import Counter
 import numpy as np
 
 try:  # Inside AnsiballZ.
-    from ansible.module_utils.sglang_campaign import is_final
+    from ansible.module_utils.sglang_campaign import arm_precision, is_final
     from ansible.module_utils.sglang_compare import (
         METRICS,
         VERDICT_METRICS,
@@ -96,7 +96,7 @@ try:  # Inside AnsiballZ.
         welch_interval,
     )
 except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
-    from sglang_campaign import is_final
+    from sglang_campaign import arm_precision, is_final
     from sglang_compare import METRICS, VERDICT_METRICS, model_key, record_value, simulator_key, workload_key
     from sglang_interval import (
         BETTER,
@@ -538,8 +538,9 @@ def _workload_analysis(cells, options):
             )
             continue
         arm["_used"].append(cell["record"])
+    used_records = {}
     for arm in arms.values():
-        used = arm.pop("_used")
+        used = used_records[arm["arm"]] = arm.pop("_used")
         concurrencies = sorted(
             {p.get("concurrency") for r in used for p in r.get("points") or [] if isinstance(p.get("concurrency"), int)}
         )
@@ -587,6 +588,7 @@ def _workload_analysis(cells, options):
     for arm in arms.values():
         comparisons = [r for point in (arm["comparison"] or {}).values() for r in point.values()]
         arm["status"] = arm_status(arm["cells"], comparisons, arm["role"])
+        arm["precision"] = arm_precision_state(arm, used_records[arm["arm"]], comparisons, confidence)
     aa_arms = [a for a in _arm_order(arms) if arms[a]["role"] == ROLE_AA]
     return {
         "baseline_arm": baseline_arm,
@@ -599,6 +601,38 @@ def _workload_analysis(cells, options):
         "problems": problems,
         "arms": {a: arms[a] for a in _arm_order(arms)},
         "aa": [noise_floor(arms[a]) for a in aa_arms],
+    }
+
+
+def arm_precision_state(arm, records, comparisons, confidence=DEFAULT_CONFIDENCE):
+    """How precisely the arm's repeats measured it (campaign file ``precision``; docs/campaign-statistics.md):
+    ``{"n", "widest_pct", "target", "state", "smallest_change_pct"}``. ``widest_pct``: the half-width of the
+    simultaneous interval of the arm's mean headline metric (sglang_campaign.arm_precision); ``target`` the
+    campaign's target, from its cells' records (None without one), ``state`` what ended the repeats;
+    ``smallest_change_pct``: the widest half-width of the arm's comparison intervals against the baseline,
+    the smallest change these repeats could call better or worse (None for the baseline or without one)."""
+    succeeded = [r for r in records if r.get("status") == "success"]
+    target = next(((r.get("campaign") or {}).get("precision") for r in records
+                   if (r.get("campaign") or {}).get("precision")), None)
+    metric = (target or {}).get("metric", "output_throughput")
+    widest = arm_precision(succeeded, metric, (target or {}).get("confidence", confidence))
+    state = None
+    if target:
+        if widest is not None and widest <= target["target_pct"]:
+            state = "target met"
+        elif len(succeeded) >= target["max_repeats"]:
+            state = "max_repeats reached"
+        elif arm["status"]["failed_cells"]:
+            state = "a cell failed: no more rounds"
+        else:
+            state = "stopped short (the budget or an interrupt); the next run adds rounds"
+    halves = [(r["ci_high_pct"] - r["ci_low_pct"]) / 2.0 for r in comparisons if r.get("ci_low_pct") is not None]
+    return {
+        "n": len(succeeded),
+        "widest_pct": widest,
+        "target": target,
+        "state": state,
+        "smallest_change_pct": max(halves) if halves else None,
     }
 
 

@@ -124,3 +124,21 @@ def test_a_spent_budget_starts_no_cell_and_says_how_to_go_on(lab):
     assert result.returncode == 0, result.stdout[-6000:]
     assert lab.cells("bu") == []
     assert "budget of 0.001 minutes is spent" in result.stdout and "run of the same command" in result.stdout
+
+
+def test_a_precision_target_adds_interleaved_rounds_up_to_max_repeats(lab):
+    # One planned round, then the target adds rounds: one value an arm says nothing of its spread, so every
+    # arm gets a second, interleaved (round 2 starts one arm later), and with a target no run meets
+    # (0.001 %) the repeats end at max_repeats; the same command again adds nothing.
+    campaign = campaign_file(lab.root / "precision.yml", name="pr", tiers=["t03-single-batch-overlap"], repeats=1,
+                             aa_check=False, precision={"target_pct": 0.001, "max_repeats": 2})
+    result = lab.campaign(campaign, sglang_campaign_tier_env={})
+    assert result.returncode == 0, result.stdout[-6000:]
+    cells = [r["campaign"]["cell"] for r in lab.cells("pr")]
+    assert cells == ["baseline/w/r1", "t03-single-batch-overlap/w/r1",
+                     "t03-single-batch-overlap/w/r2", "baseline/w/r2"]
+    assert all(r["campaign"]["precision"]["max_repeats"] == 2 for r in lab.cells("pr"))
+    again = lab.campaign(campaign, sglang_campaign_tier_env={})
+    assert again.returncode == 0 and len(lab.cells("pr")) == 4, again.stdout[-4000:]
+    report = (lab.root / "campaign-pr.md").read_text()
+    assert report.count("max_repeats reached") == 2

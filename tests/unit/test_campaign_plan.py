@@ -294,3 +294,95 @@ def test_an_slo_search_is_done_once_per_key():
     assert not campaign_logic.plan(campaign, changed, workloads, [], "n1", {}, [line])["slo_search"]["done"]
     with pytest.raises(campaign_logic.CampaignError, match="needs the targets in slo"):
         check({"name": "c", "tiers": [], "slo_search": {"tier": "baseline"}})
+
+
+# --- Repeats to a precision -----------------------------------------------------------------------
+
+def valued(cell, value):
+    """A successful record of ``cell`` whose c=2 and c=8 points measured ``value`` output tok/s."""
+    rec = record(cell)
+    rec["points"] = [{"concurrency": c, "repeat": 0, "status": "ok", "output_throughput": value}
+                     for c in (2, 8)]
+    return rec
+
+
+def run_until_planned(campaign, values_of):
+    """Run every pending cell the plan gives (a record each, valued by ``values_of(arm, repeat)``), plan
+    again, until nothing is pending: what the campaign's precision passes do. Returns the last plan."""
+    records = []
+    while True:
+        planned = plan_for(campaign, records)
+        pending = [c for c in planned["cells"] if c["state"] == "pending"]
+        if not pending:
+            return planned, records
+        records += [valued(c, values_of(c["arm"], c["repeat"])) for c in pending]
+
+
+def test_an_arm_gets_rounds_until_its_interval_is_within_the_target():
+    campaign = check({"name": "c", "tiers": ["t03-single-batch-overlap"], "repeats": 2, "aa_check": False,
+                      "precision": {"target_pct": 5, "max_repeats": 8}})
+    # The baseline is steady (+-0.5 %), t03 noisy (+-3 % alternating). Two repeats are one degree of freedom
+    # (t = 25 for a Bonferroni pair): even the steady arm needs a third; the noisy one more.
+    steady = {r: 100.0 + (0.5 if r % 2 else -0.5) for r in range(1, 9)}
+    noisy = {r: 100.0 * (1.03 if r % 2 else 0.97) for r in range(1, 9)}
+    planned, records = run_until_planned(
+        campaign, lambda arm, r: steady[r] if arm == "baseline" else noisy[r])
+    status = planned["precision"]
+    assert status["baseline"]["state"] == "target_met" and status["baseline"]["repeats"] == 3
+    t03 = status["t03-single-batch-overlap"]
+    assert t03["state"] == "target_met" and 3 < t03["repeats"] < 8 and t03["widest_pct"] <= 5
+    # The interval one round earlier was wider than the target: no round too many.
+    shorter = [r for r in records if not (r["tier"] == "t03-single-batch-overlap"
+                                          and r["campaign"]["repeat"] == t03["repeats"])]
+    earlier = [r for r in shorter if r["tier"] == "t03-single-batch-overlap"]
+    assert campaign_logic.arm_precision(earlier) > 5
+    # Every extra cell is a cell of its own: a new key, one start each, repeats counted on.
+    cells = [c["cell"] for c in planned["cells"]]
+    assert len(cells) == len(set(cells)) == 3 + t03["repeats"]
+
+
+def test_max_repeats_ends_an_arm_that_never_settles():
+    campaign = check({"name": "c", "tiers": ["t03-single-batch-overlap"], "repeats": 2, "aa_check": False,
+                      "precision": {"target_pct": 1, "max_repeats": 4}})
+    planned, _ = run_until_planned(campaign, lambda arm, r: 100.0 * (1.2 if r % 2 else 0.8))
+    for arm in ("baseline", "t03-single-batch-overlap"):
+        assert planned["precision"][arm]["state"] == "max_repeats" and planned["precision"][arm]["repeats"] == 4
+        assert planned["precision"][arm]["widest_pct"] > 1
+
+
+def test_a_failed_arm_gets_no_extra_round_and_the_rounds_interleave():
+    campaign = check({"name": "c", "tiers": ["t03-single-batch-overlap"], "repeats": 2,
+                      "precision": {"target_pct": 0.1, "max_repeats": 3}})
+    records = [valued(c, 100.0 + c["repeat"]) for c in plan_for(campaign)["cells"] if c["arm"] != "baseline~aa"]
+    aa = [c for c in plan_for(campaign)["cells"] if c["arm"] == "baseline~aa"]
+    records += [record(aa[0], status="failed", failure={"class": "kv_cache_no_memory", "step": "wait_ready",
+                                                       "message": "x"})]
+    records += [valued(aa[1], 100.0)]
+    planned = plan_for(campaign, records)
+    assert planned["precision"]["baseline~aa"]["state"] == "arm_failed"
+    pending = [c["cell"] for c in planned["cells"] if c["state"] == "pending"]
+    # Round 3 starts two arms later than round 1 (baseline, t03, aa): aa, baseline, t03; aa gets none.
+    assert pending == ["baseline/default/r3", "t03-single-batch-overlap/default/r3"]
+
+
+def test_precision_is_checked_with_the_campaign():
+    with pytest.raises(campaign_logic.CampaignError, match="below repeats"):
+        check({"name": "c", "tiers": ["t03-single-batch-overlap"], "repeats": 4, "precision": {"max_repeats": 3}})
+    with pytest.raises(campaign_logic.CampaignError, match="needs order interleaved"):
+        check({"name": "c", "tiers": ["t03-single-batch-overlap"], "order": "grouped", "precision": {}})
+    assert check({"name": "c", "tiers": ["t03-single-batch-overlap"], "precision": {}})["precision"] == \
+        campaign_logic.PRECISION_DEFAULTS
+    assert check({"name": "c", "tiers": ["t03-single-batch-overlap"]})["precision"] is None
+
+
+def test_the_arms_interval_is_simultaneous_over_its_concurrencies():
+    cell = {"tier": "baseline", "cell": "baseline/default/r1", "arm": "baseline", "role": "baseline",
+            "workload": "default", "repeat": 1, "key": "k"}
+    records = [valued(cell, v) for v in (100.5, 99.5, 100.5)]
+    import math
+    import statistics
+    logs = [math.log(v) for v in (100.5, 99.5, 100.5)]
+    # Two concurrencies: each interval at 1 - 0.05 / 2, so t(0.9875, df 2) = 6.205 (tables), not t(0.975) = 4.303.
+    expected = math.expm1(6.205 * statistics.stdev(logs) / math.sqrt(3)) * 100
+    assert campaign_logic.arm_precision(records) == pytest.approx(expected, rel=1e-3)
+    assert campaign_logic.arm_precision(records[:1]) is None  # one value says nothing of the spread

@@ -124,7 +124,7 @@ def test_synthetic_title_every_table_and_png(tmp_path):
     assert markdown.startswith("# Campaign `demo` — SYNTHETIC (simulator)")
     assert "## Host sim-local — SYNTHETIC" in markdown
     found = tables(markdown)
-    assert len(found) == 8  # status, noise floors, A/A, verdicts, medians, percentiles, warm-up, failed
+    assert len(found) == 9  # status, noise floors, A/A, verdicts, precision, medians, percentiles, warm-up, failed
     assert all("SYNTHETIC" in t[0].split("|")[1] for t in found), [t[0] for t in found]
     chunks = png_text_chunks(png)
     assert chunks["Title"].startswith("SYNTHETIC") and "SYNTHETIC" in chunks["Description"]
@@ -394,3 +394,21 @@ def test_missing_and_empty_side_files_are_warnings(tmp_path, capsys):
 )
 def test_fmt_pct(value, text):
     assert campaign_report.fmt_pct(value) == text
+
+
+def test_each_arm_says_how_precisely_its_repeats_measured_it(tmp_path):
+    cells = campaign([BASE, BETTER, AA])
+    target = {"target_pct": 2.0, "max_repeats": 5, "metric": "output_throughput", "confidence": 0.95}
+    for entry in cells:
+        entry["campaign"]["precision"] = target
+    code, markdown, _ = run(tmp_path, [write_ledger(tmp_path / "results" / "node-a" / "ledger.jsonl", cells)])
+    assert code == 0
+    table = {r[0]: r[1:] for r in rows(markdown, "### Precision of the repeats")}
+    assert set(table) == {"baseline", "t02-mscclpp", "baseline~aa"}
+    for role, repeats, interval, shown_target, ended, smallest in table.values():
+        assert repeats == "5" and shown_target == "±2.0% (max 5)"
+        width = float(interval.strip("±%"))
+        # Five draws of a few percent of noise: wider than 2 %, so the repeats ended at max_repeats.
+        assert (ended == "target met") is (width <= 2.0) and (ended == "max_repeats reached") is (width > 2.0)
+        assert (smallest == "—") is (role == "baseline")
+    assert table["baseline"][2] != "— (one repeat)"
