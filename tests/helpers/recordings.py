@@ -106,6 +106,16 @@ def _enter_role(role: str, tasks_from: str | None, found: list, seen: set) -> No
     _walk(_yaml_tasks(path), role, path.parent, found, seen)
 
 
+def _import_or_include(task, kind):
+    """``(spec, included)`` of a task's import_<kind> (static) or include_<kind> (dynamic) action, else
+    ``(None, False)``."""
+    spec = _action(task, f"import_{kind}")
+    if spec is not None:
+        return spec, False
+    spec = _action(task, f"include_{kind}")
+    return spec, spec is not None
+
+
 def _walk(items: list, role: str | None, folder: Path, found: list, seen: set) -> None:
     """Append (role or None, name) for each task ansible-playbook would print, following the
     imports and includes (role tasks print as ``role : name``; include_role as its plain name)."""
@@ -116,17 +126,13 @@ def _walk(items: list, role: str | None, folder: Path, found: list, seen: set) -
             for section in ("block", "rescue", "always"):
                 _walk(task.get(section), role, folder, found, seen)
             continue
-        spec, included = _action(task, "import_role"), False
-        if spec is None:
-            spec, included = _action(task, "include_role"), True
+        spec, included = _import_or_include(task, "role")
         if spec is not None:
             if included and task.get("name"):
                 found.append((None, task["name"]))
             _enter_role(spec["name"], spec.get("tasks_from"), found, seen)
             continue
-        spec, included = _action(task, "import_tasks"), False
-        if spec is None:
-            spec, included = _action(task, "include_tasks"), True
+        spec, included = _import_or_include(task, "tasks")
         if spec is not None:
             if included and task.get("name"):
                 found.append((role, task["name"]))
