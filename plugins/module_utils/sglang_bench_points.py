@@ -1048,10 +1048,11 @@ def run_plan(
     remaining = list(specs)
     points, runs = [], []
     outcome = {"rc": None, "timed_out": False, "output": "", "log": log_path}
-    stop = False
+    stop = spent = False
     while remaining and not stop:
         left = deadline - clock()
         if left <= 0:
+            spent = True
             break
         number = len(runs)
         run_plan_path = plan_path if number == 0 else f"{plan_path}.{number}"
@@ -1148,7 +1149,10 @@ def run_plan(
             point["command"] = list(client_command) + list(spec["argv"])
             points.append(to_json_safe(point))
             run["points"].append(spec["id"])
-            if point["status"] != POINT_OK and stop_on_failure:
+            # Only a failed point stops the cell: a too_short point is recorded (in no verdict) and
+            # the points after it still run (a too_short c=10 once dropped c=256 and c=1024 from a
+            # record that said success).
+            if point["status"] == POINT_FAILED and stop_on_failure:
                 stop = True
         if not run["points"]:
             # Nothing started: the client failed before its first point.
@@ -1165,6 +1169,15 @@ def run_plan(
             left_over = remaining[1:] if stop_on_failure else []
             stop = True
         remaining = left_over
+    if remaining and spent:
+        # The overall time limit ran out between client processes: the points that never started
+        # fail as bench_timeout, so no record can read complete with points missing.
+        reason = f"not started: the cell's overall time limit of {int(timeout)} s was used up"
+        for spec in remaining:
+            point = failed_point(spec["concurrency"], spec["repeat"], spec["num_prompts"], "bench_timeout", reason)
+            point["output_file"] = spec["output_file"]
+            point["command"] = list(client_command) + list(spec["argv"])
+            points.append(point)
     outcome = dict(outcome)
     outcome.setdefault("gate", None)
     outcome["runs"] = runs

@@ -130,8 +130,9 @@ options:
     type: int
   stop_on_failure:
     description:
-      - End the cell at the first point that is not C(ok); the remaining
-        points do not run (RV(not_run)). With C(false) every point runs; a
+      - End the cell at the first C(failed) point; the remaining
+        points do not run (RV(not_run)). A C(too_short) point is no failure:
+        the points after it run. With C(false) every point runs; a
         client process that dies is started again for the points it did not
         start.
     type: bool
@@ -282,7 +283,9 @@ client_runs:
   type: list
   elements: dict
 not_run:
-  description: Ids of planned points that did not run (after a failed point, or when the time was used up).
+  description:
+    - Ids of planned points that did not run (after a failed point, or when the time was used up).
+    - Those the time limit left unstarted are also in RV(points), as failed C(bench_timeout) points.
   returned: when the client ran
   type: list
   elements: str

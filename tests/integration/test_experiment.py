@@ -79,14 +79,20 @@ def check_points(record):
     assert [p["concurrency"] for p in record["points"]] == concurrency
     min_duration = LOCAL_VARS.get("sglang_bench_min_duration_s")
     for point in record["points"]:
-        assert point["status"] == "ok", point
         planned = num_prompts(point["concurrency"])
         if point.get("sized"):  # ended short of its window: run once more, sized from its own rate
             assert point["sized"]["first"]["num_prompts"] == planned < point["num_prompts"]
             assert point["sized"]["first"]["duration"] < min_duration
         else:
             assert point["num_prompts"] == planned
-        assert point["completed"] == point["num_prompts"] and point["duration"] >= min_duration
+        assert point["completed"] == point["num_prompts"]
+        if point["status"] == "too_short":
+            # On a loaded machine a sized point can run faster the second time and still end short:
+            # kept with its shortfall (in no verdict), and the points after it still ran.
+            assert point.get("sized") and point["window"]["shortfall"], point
+        else:
+            assert point["status"] == "ok", point
+            assert point["duration"] >= min_duration
         for metric in METRICS:
             assert point[metric] > 0, (point["concurrency"], metric, point[metric])
         # The simulator's own counters (the baseline launches with --enable-metrics) agree with the
@@ -161,11 +167,15 @@ def test_flag_tier_after_the_baseline(lab, baseline):
     assert facts["record_id"] == record["record_id"]
     assert facts["confidence"] == float(BENCH_SETTINGS["confidence"])
     assert [p["concurrency"] for p in facts["points"]] == setting("concurrency")
+    short = {p["concurrency"] for r in (record, baseline_record) for p in r["points"] if p["status"] == "too_short"}
     for point in facts["points"]:
         assert point["baseline_record_id"] == baseline_record["record_id"]
         for metric in METRICS:
-            # One record a side (one server start each): a difference, never a verdict.
             entry = point["metrics"][metric]
+            if point["concurrency"] in short:  # a too_short side has no value: in no verdict
+                assert entry["verdict"] == "no_data", entry
+                continue
+            # One record a side (one server start each): a difference, never a verdict.
             assert entry["verdict"] == "no_verdict" and entry["delta_pct"] is not None, entry
             assert entry["reason"] in {sglang_compare.ONE_REPEAT, sglang_compare.WITHIN_ONLY}
 
@@ -176,7 +186,8 @@ def test_flag_tier_after_the_baseline(lab, baseline):
     assert len(rows) == len(METRICS) * len(setting("concurrency"))
     for row in rows:
         assert row.split()[0] in {str(c) for c in setting("concurrency")}
-        assert row.endswith(("no_verdict (one repeat)", "no_verdict (in-server)")), row
+        if int(row.split()[0]) not in short:
+            assert row.endswith(("no_verdict (one repeat)", "no_verdict (in-server)")), row
 
     # The tier's server stays up; the lock was given back; the controller has the new ledger.
     assert lab.server()["tier"] == tier and lab.healthy()

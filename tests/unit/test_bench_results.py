@@ -444,6 +444,35 @@ def test_stop_on_failure_ends_the_cell_at_the_failed_point(tmp_path):
     assert not (tmp_path / "raw" / "c4_r0.jsonl.log").exists()
 
 
+def test_a_too_short_point_does_not_stop_the_cell(tmp_path):
+    """too_short is no failure: with stop_on_failure the points after it still run and are kept
+    (a too_short c=10 once ended a simulator record at [1, 10] that still read success)."""
+    root = fake_sglang(tmp_path)
+    specs, plan, log = cell(tmp_path, ["ok", "ok", "ok"])
+    # The middle point cannot meet its window and cannot grow (max_prompts = its own 4 prompts).
+    specs[1]["window"] = {"min_requests": 100, "min_duration_s": 0, "max_prompts": 4}
+    points, outcome = bp.run_plan(
+        [sys.executable, str(LOADER)], specs, plan, log, env=fake_env(tmp_path, root), point_timeout=60,
+        stop_on_failure=True,
+    )
+    assert [(p["concurrency"], p["status"]) for p in points] == [(1, "ok"), (2, "too_short"), (4, "ok")]
+    assert outcome["not_run"] == [] and len(outcome["runs"]) == 1
+
+
+def test_points_left_when_the_cell_time_runs_out_fail_and_are_not_dropped(tmp_path):
+    """The overall limit used up between client processes: the unstarted points are failed
+    bench_timeout points, never silently missing from a record."""
+    root = fake_sglang(tmp_path)
+    specs, plan, log = cell(tmp_path, ["crash", "ok"])
+    ticks = iter([0.0, 0.0] + [1e9] * 100)  # the deadline is passed once the first process is gone
+    points, outcome = bp.run_plan(
+        [sys.executable, str(LOADER)], specs, plan, log, env=fake_env(tmp_path, root), point_timeout=60,
+        timeout=600, stop_on_failure=False, clock=lambda: next(ticks),
+    )
+    assert [(p["concurrency"], p["status"]) for p in points] == [(1, "failed"), (2, "failed")], points
+    assert points[1]["failure"]["class"] == "bench_timeout" and "not started" in points[1]["failure"]["message"]
+
+
 def test_the_per_point_deadline_stops_the_point_inside_the_client(tmp_path):
     """A point past its deadline fails with bench_timeout, in blocking code and inside asyncio;
     the next point runs in the same process."""
@@ -461,12 +490,14 @@ def test_the_per_point_deadline_stops_the_point_inside_the_client(tmp_path):
 
 def test_the_overall_timeout_kills_the_client_group(tmp_path):
     """Past the overall limit the client's process group is killed (a grandchild too); the
-    point it was in is bench_timeout, and the points it never started do not run."""
+    point it was in is bench_timeout, and the points it never started do not run: they are
+    failed bench_timeout points too, never missing from the record."""
     points, outcome = run_cell(
         tmp_path, ["ok", "grandchild", "ok"], stop_on_failure=False, point_timeout=600, timeout=10
     )
-    assert [p["status"] for p in points] == ["ok", "failed"], points
-    assert points[1]["failure"]["class"] == "bench_timeout"
+    assert [p["status"] for p in points] == ["ok", "failed", "failed"], points
+    assert points[1]["failure"]["class"] == points[2]["failure"]["class"] == "bench_timeout"
+    assert "not started" in points[2]["failure"]["message"]
     assert "overall time limit of 10 s" in points[1]["failure"]["message"]
     assert outcome["runs"][0]["timed_out"] is True and outcome["not_run"] == ["c4_r0"]
     pid_file = tmp_path / "state" / "child.pid"
