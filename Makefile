@@ -23,7 +23,7 @@ WORK := .work
 RESULTS := results
 DEMO_TIER ?= t03-single-batch-overlap
 
-.PHONY: help venv demo test lint pytest unit integration wheels molecule containers check-tiers tier-docs manifests flag-history perf campaign-demo fleet-demo report browser real-gpu-kit real-gpu-check gpu-check clean distclean
+.PHONY: help venv demo test lint pytest unit integration wheels flashinfer-wheel molecule containers check-tiers tier-docs manifests flag-history perf campaign-demo fleet-demo report browser real-gpu-kit real-gpu-check gpu-check clean distclean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -49,7 +49,7 @@ demo: $(STAMP) ## Run the baseline and one more tier against the simulator, then
 # (lint, the unit tests in one process, molecule, whose containers wait on apt and pip), then the
 # integration tests alone on both cores (two xdist workers: they wait on servers about half the time).
 # browser first: its apt-get must not race setup-podman.sh's under -j (on a fresh machine).
-test: $(STAMP) $(WHEELS) browser ## Lint, every test and every molecule scenario (what CI runs)
+test: $(STAMP) $(WHEELS) $(FLASHINFER_WHEEL) browser ## Lint, every test and every molecule scenario (what CI runs)
 	$(MAKE) --no-print-directory -j3 lint unit molecule
 	$(MAKE) --no-print-directory integration
 
@@ -72,8 +72,19 @@ $(WHEEL_CACHE)/%/.fetched: | $(STAMP)
 
 wheels: $(WHEELS) ## Fetch the SGLang wheels the flag-manifest tests parse
 
+# The FlashInfer wheel whose files the patch catalogue (roles/flashinfer) is checked against
+# (tests/unit/test_provision_patches.py): fetched here, so no unit test makes a network call.
+FLASHINFER_VERSION := $(shell sed -n 's/^flashinfer_version: "\(.*\)"$$/\1/p' roles/flashinfer/defaults/main.yml)
+FLASHINFER_WHEEL := .cache/flashinfer-wheels/$(FLASHINFER_VERSION)/.fetched
+
+$(FLASHINFER_WHEEL): roles/flashinfer/defaults/main.yml | $(STAMP)
+	$(VPY) -m pip download -q --no-deps -d .cache/flashinfer-wheels flashinfer-python==$(FLASHINFER_VERSION)
+	mkdir -p $(@D) && touch $@
+
+flashinfer-wheel: $(FLASHINFER_WHEEL) ## Fetch the FlashInfer wheel the patch-catalogue tests read
+
 # Everything under tests/ (pyproject.toml's testpaths): tests/integration and tests/unit.
-pytest: $(STAMP) $(WHEELS) browser ## Unit and integration tests (simulator, modules, playbooks, the HTML report in Chromium)
+pytest: $(STAMP) $(WHEELS) $(FLASHINFER_WHEEL) browser ## Unit and integration tests (simulator, modules, playbooks, the HTML report in Chromium)
 	$(VPY) -m pytest -q -n 2 --dist loadfile --durations=25
 
 integration: $(STAMP) $(WHEELS) browser ## Integration tests only (tests/integration): playbooks, servers, Chromium
@@ -82,7 +93,7 @@ integration: $(STAMP) $(WHEELS) browser ## Integration tests only (tests/integra
 # The folder is the selection: tests/unit holds no playbook run and no server (tests/conftest.py
 # stops a run whose tests/unit has an integration mark, fixture or helper). A unit test that hangs
 # fails after 2 min (pytest-timeout), not the 15 min an integration test is given.
-unit: $(STAMP) $(WHEELS) ## Unit tests only (tests/unit): no playbook runs, no servers (about two minutes)
+unit: $(STAMP) $(WHEELS) $(FLASHINFER_WHEEL) ## Unit tests only (tests/unit): no playbook runs, no servers (about two minutes)
 	$(VPY) -m pytest -q tests/unit --timeout=120
 
 browser: ## Install headless Chromium (Debian's package) for the campaign HTML page's browser test

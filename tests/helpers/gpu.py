@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers.paths import FIXTURES, REPO
+from helpers.paths import FIXTURES
 
 HERE = FIXTURES / "nvidia-smi"
 REAL = HERE / "h200-1gpu"
 REAL_LOOP = HERE / "h200-1gpu-loop"
 SYNTH = HERE / "synthesized"
-# CI lays the shared folder beside the repository; the originals of h200-1gpu/ live there.
-SHARED_REAL = REPO.parent / "shared" / "fixtures" / "nvidia-smi" / "h200-1gpu"
 STAND_IN = HERE / "stand-in" / "nvidia-smi"
 
 

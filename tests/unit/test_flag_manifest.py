@@ -42,9 +42,9 @@ def by_flag(manifest):
 
 
 def find_wheel(version):
-    """A local wheel for ``version``: $SGLANG_WHEEL_DIR, the tool's cache, or /tmp/sgl (where the
-    project's wheels were downloaded)."""
-    roots = [os.environ.get("SGLANG_WHEEL_DIR"), str(bfm.DEFAULT_WHEEL_CACHE), "/tmp/sgl"]
+    """The local wheel for ``version``: $SGLANG_WHEEL_DIR, else the tool's cache (inside the
+    checkout), where `make unit` / `make wheels` fetch the pinned wheels before the tests run."""
+    roots = [os.environ.get("SGLANG_WHEEL_DIR"), str(bfm.DEFAULT_WHEEL_CACHE)]
     for root in filter(None, roots):
         hits = sorted(Path(root, version).glob(f"sglang-{version}-*.whl"))
         if hits:
@@ -53,11 +53,13 @@ def find_wheel(version):
 
 
 def need_wheel(version):
+    """The wheel, or a failure that says how to get it: a missing wheel is set-up that did not
+    run, never a reason to skip (the test would then guard nothing, silently)."""
     wheel = find_wheel(version)
     if wheel is None:
-        pytest.skip(
-            f"no sglang-{version} wheel on this machine (looked in $SGLANG_WHEEL_DIR, {bfm.DEFAULT_WHEEL_CACHE}, "
-            f"/tmp/sgl); fetch it with tools/build_flag_manifest.py --version {version}"
+        pytest.fail(
+            f"no sglang-{version} wheel in $SGLANG_WHEEL_DIR or {bfm.DEFAULT_WHEEL_CACHE}; `make wheels` fetches it "
+            "(make unit and make test do so first)"
         )
     return wheel
 

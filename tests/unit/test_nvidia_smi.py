@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import filecmp
 import re
 
 import helpers.gpu as support
@@ -71,15 +70,6 @@ def snapshot_of(gpu_text, apps_text="", gpu_rc=0, apps_rc=0, gpu_err="", apps_er
 
 
 # --- the real H200 capture -----------------------------------------------------------------
-
-
-def test_repo_copy_matches_shared_capture():
-    if not support.SHARED_REAL.is_dir():
-        pytest.skip(f"no shared folder beside the repository ({support.SHARED_REAL}): nothing to compare the copy with")
-    names = sorted(p.name for p in support.SHARED_REAL.iterdir())
-    match, mismatch, errors = filecmp.cmpfiles(support.SHARED_REAL, support.REAL, names, shallow=False)
-    assert (mismatch, errors) == ([], [])
-    assert sorted(match) == names
 
 
 def test_query_commands_are_the_recorded_ones():

@@ -1,7 +1,7 @@
 """The FlashInfer patch catalog against the REAL pinned wheel (flashinfer-python 0.6.7.post3 from
-PyPI, fetched once into .cache/): each original file's sha256 matches the catalog and the wheel's
-RECORD, each patch applies with exact context, gives the catalog's patched sha256 and the marker,
-and reverting it gives the original bytes back.
+PyPI, fetched once into .cache/ by `make flashinfer-wheel`): each original file's sha256 matches
+the catalog and the wheel's RECORD, each patch applies with exact context, gives the catalog's
+patched sha256 and the marker, and reverting it gives the original bytes back.
 
 The hunks are applied by a small exact-context applier here (no fuzz, no offset), independent
 of the role, which uses patch(1) in the molecule scenario provision (its verify)."""
@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-import subprocess
-import sys
 import zipfile
 
 import pytest
@@ -30,16 +28,12 @@ HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 @pytest.fixture(scope="module")
 def wheel():
+    """The pinned wheel `make unit` fetched (target flashinfer-wheel). A unit test makes no network
+    call; a missing wheel is set-up that did not run, so the test fails and says how to fix it."""
     found = sorted(CACHE.glob(f"flashinfer_python-{VERSION}-*.whl"))
     if not found:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(CACHE),
-             f"flashinfer-python=={VERSION}"],
-            capture_output=True, text=True, timeout=300,
-        )
-        found = sorted(CACHE.glob(f"flashinfer_python-{VERSION}-*.whl"))
-        if not found:
-            pytest.skip(f"flashinfer-python=={VERSION} could not be downloaded from PyPI: {proc.stderr[-500:]}")
+        pytest.fail(f"no flashinfer-python=={VERSION} wheel in {CACHE}; `make flashinfer-wheel` fetches it "
+                    "(make unit and make test do so first)")
     return zipfile.ZipFile(found[0])
 
 
