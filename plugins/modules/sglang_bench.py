@@ -125,13 +125,14 @@ options:
     description:
       - Seconds the whole client process may run; then its process group is
         killed, the point it was running fails with class C(bench_timeout)
-        and points it had not started do not run. Default - the number of
+        and points it had not started fail as C(bench_timeout) too (not
+        started). Default - the number of
         points times O(point_timeout), plus 300 for the client's start.
     type: int
   stop_on_failure:
     description:
       - End the cell at the first C(failed) point; the remaining
-        points do not run (RV(not_run)). A C(too_short) point is no failure:
+        points do not run (RV(not_run)). A C(too_short) point is no failure -
         the points after it run. With C(false) every point runs; a
         client process that dies is started again for the points it did not
         start.
