@@ -347,7 +347,8 @@ def wheel_strings(wheel, word_sets):
 
 def regex_evidence(entries, corpus_lines, wheels):
     """For each regex of the catalogue, where it is proven: ("corpus", "file:line") or
-    ("wheel", "<version> <path>"), or None. ``corpus_lines`` is [(file, line_number, text)];
+    ("wheel", "<version> <path>"), or None. ``corpus_lines`` is [(file, line_number, text)] (the
+    fit logs' lines, see corpus_lines);
     ``wheels`` is {version: wheel path}. The corpus is tried first (it is cheap)."""
     items = regex_items(entries)
     evidence = {}
@@ -411,8 +412,15 @@ def pinned_wheels(cache=WHEEL_CACHE, versions=PINNED_WHEELS):
     return found
 
 
-def corpus_lines(index, root=CORPUS):
-    return [(item["file"], n, text) for item in index["logs"] for n, text in enumerate(read_log(item["file"], root), 1)]
+def corpus_lines(index, root=CORPUS, splits=("fit",)):
+    """The lines that may prove a regex: those of the fit logs only. A held-out log never teaches
+    the catalogue, so it cannot be a regex's evidence either (docs/crash-corpus.md)."""
+    return [
+        (item["file"], n, text)
+        for item in index["logs"]
+        if item.get("split") in splits
+        for n, text in enumerate(read_log(item["file"], root), 1)
+    ]
 
 
 # --------------------------------------------------------------------------- report

@@ -285,6 +285,10 @@ SINGLE_LINES = [
      "traces the wrapped function. Silent incorrectness is only a *potential* risk, not something we have "
      "observed. Enable TORCH_LOGS=\"+dynamo\" for a DEBUG stack trace.",
      "https://github.com/sgl-project/sglang/pull/10062"),
+    # corpus missing_dependency/i3525-docker-outlines-datasets-module-missing.log (fit, cohort 3's change)
+    ("missing_dependency",
+     "inference_engine  | ModuleNotFoundError: No module named 'datasets'",
+     "https://github.com/sgl-project/sglang/issues/3525"),
 ]
 
 
@@ -812,3 +816,61 @@ def test_a_weight_name_keyerror_in_a_load_path_is_weights_mismatch(catalog):
     # the same KeyError without a load frame near it is no weights_mismatch (a request's KeyError)
     alone = sglang_crash.classify_outcome(catalog, lines[-1:], exited=True)["report"]
     assert alone["crash_class"] != "weights_mismatch"
+
+
+def test_a_missing_module_is_missing_dependency_only_as_an_exception_line(catalog):
+    # corpus missing_dependency/i350-v01-vllm-input-metadata-module-missing.log (fit): the 0.1.x
+    # router's traceback ends in the missing module; the class is the dependency, not the header
+    lines = [
+        "router init state: Traceback (most recent call last):",
+        '  File "/x/site-packages/sglang/srt/models/gemma.py", line 12, in <module>',
+        "    from vllm.model_executor.input_metadata import InputMetadata",
+        "ModuleNotFoundError: No module named 'vllm.model_executor.input_metadata'",
+        "",
+        "detoken init state: init ok",
+    ]
+    report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
+    assert report["crash_class"] == "missing_dependency" and report["fallback"] is False
+    # real 0.5.17 on the H200 (fit healthy recordings): an optional feature reports the missing
+    # module inside parentheses and the server lives on; that is no crash line
+    optional = (
+        "[2026-12-01 07:45:10] OpenAI Responses API (/v1/responses) disabled: OpenAIServingResponses init "
+        "failed (ModuleNotFoundError: No module named 'openai_harmony')"
+    )
+    entry = sglang_crash.match_line(catalog, optional, context=([optional], 0))
+    assert entry is None or not entry["fatal"], entry and entry["class"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # corpus scheduler_exception/i565-v0117-flashinfer-begin-forward-page-size.log (fit)
+        "Exception in ControllerSingle:",
+        # corpus missing_dependency/i373-v01-vllm-input-metadata-module-missing.log (fit)
+        "router init state: Traceback (most recent call last):",
+        # corpus scheduler_exception/i7903-xgrammar-recursion-guard-sigquit.log (fit), a traceback
+        # pasted without its header
+        '  File "~/miniconda3/envs/sglang/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 2747, '
+        "in run_scheduler_process",
+    ],
+)
+def test_old_and_headerless_scheduler_crash_lines_are_generic(catalog, line):
+    entry = sglang_crash.match_line(catalog, line, context=([line], 0))
+    assert entry is not None and entry["class"] == "scheduler_exception" and entry.get("generic")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the 0.1.x router's healthy start (corpus missing_dependency/i350-*.log, last line)
+        "router init state: init ok",
+        # a request's traceback on a live server names no scheduler entry frame
+        '  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/openai/serving_chat.py", line 66, in '
+        "_convert_to_internal_request",
+        # a frame of another function whose name starts the same way
+        '  File "/x/sglang/srt/managers/scheduler.py", line 9, in run_scheduler_process_helper',
+    ],
+)
+def test_lines_near_the_old_headers_are_not_crash_lines(catalog, line):
+    entry = sglang_crash.match_line(catalog, line, context=([line], 0))
+    assert entry is None or not entry["fatal"], entry and entry["class"]
