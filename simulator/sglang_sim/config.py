@@ -25,6 +25,9 @@ FAULTS = (
 DEFAULT_LOAD_SECONDS = 2.0
 DEFAULT_SPEED = 1.0
 DEFAULT_FAULT_AFTER = 10
+# SGLANG_SIM_NUMERICS: greedy outputs as the "exact" arithmetic gives them, or "perturbed", a
+# stand-in for a tier that changes the arithmetic (numerics.py). SYNTHETIC either way.
+NUMERICS = ("exact", "perturbed")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -60,6 +63,7 @@ class SimConfig:
     tokenizer: str | None = None
     gpu: GpuConfig = field(default_factory=GpuConfig)
     crash_diagnostics: bool = True  # SGLang's SGLANG_PYSPY_DUMP_BEFORE_CRASH / ..._CUDA_COREDUMP_...
+    numerics: str = "exact"  # SGLANG_SIM_NUMERICS
 
     @property
     def diagnostics_sleep_seconds(self) -> float:
@@ -80,6 +84,7 @@ class SimConfig:
             "gpu_mem_mb": self.gpu.mem_mb,
             "nccl_allreduce": self.gpu.nccl_allreduce,
             "crash_diagnostics_sleep_s": self.diagnostics_sleep_seconds,
+            "numerics": self.numerics,
         }
 
 
@@ -147,6 +152,14 @@ def parse_faults(raw: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def parse_numerics(raw: str) -> str:
+    """'' -> 'exact'; 'exact' or 'perturbed'; anything else fails."""
+    value = raw.strip().lower() or "exact"
+    if value not in NUMERICS:
+        raise ConfigError(f"SGLANG_SIM_NUMERICS={raw!r} is not one of {', '.join(NUMERICS)}")
+    return value
+
+
 def parse_env(env: Mapping[str, str]) -> SimConfig:
     """Build the SimConfig from an environment mapping."""
     return SimConfig(
@@ -160,4 +173,5 @@ def parse_env(env: Mapping[str, str]) -> SimConfig:
             nccl_allreduce=_boolean(env, "SGLANG_SIM_NCCL_ALLREDUCE"),
         ),
         crash_diagnostics=any([_sglang_boolean(env, name, True) for name in CRASH_DIAGNOSTICS_VARS]),
+        numerics=parse_numerics(env.get("SGLANG_SIM_NUMERICS", "")),
     )

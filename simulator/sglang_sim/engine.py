@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .metrics import SglangMetrics
+from .numerics import token_logprob, token_seed
 from .radix_cache import RadixCache, token_key
 from .throughput import ThroughputModel
 from .tokenizer import TextCodec
@@ -67,6 +68,12 @@ class GenRequest:
     prefilled: bool = False
     metric_time: float = 0.0  # last output the tokenizer manager's metrics saw
     metric_tokens: int = 0
+    # Greedy requests (numerics.py): where a perturbed output diverges, the numerics, and the
+    # chosen tokens' log-probabilities when the request asked for them (return_logprob).
+    diverge_at: int | None = None
+    numerics: str = "exact"
+    logprobs: list | None = None
+    text_in_logprobs: bool = False  # return_text_in_logprobs
 
     def __post_init__(self):
         self.stop_at = self.max_new_tokens
@@ -173,7 +180,10 @@ class Engine:
         length = len(request.text)
         pieces = []
         for _ in range(min(count, request.remaining)):
-            token_id, piece = self.codec.output_token(request.seed, len(ids))
+            seed = token_seed(request.seed, len(ids), request.diverge_at)
+            if request.logprobs is not None:
+                request.logprobs.append(token_logprob(seed, len(ids), request.numerics))
+            token_id, piece = self.codec.output_token(seed, len(ids))
             ids.append(token_id)
             pieces.append(piece)
             length += len(piece)

@@ -31,6 +31,7 @@ from aiohttp import web
 from .engine import Engine, GenRequest, request_seed
 from .logs import uvicorn_logger
 from .metrics import SglangMetrics
+from .numerics import divergence_position, greedy_seed
 from .radix_cache import token_key
 from .sglang_rules import stream_error_body
 
@@ -168,7 +169,8 @@ def _prompt_ids(state: ServerState, text: Any, input_ids: Any) -> list[int]:
 
 
 def _new_request(state: ServerState, text: Any, input_ids: Any, max_new_tokens: Any,
-                 ignore_eos: Any, rid: str | None = None, stream: bool = False) -> GenRequest:
+                 ignore_eos: Any, rid: str | None = None, stream: bool = False,
+                 temperature: Any = None, return_logprob: bool = False) -> GenRequest:
     if text is None and input_ids is None:
         raise ValueError("Either text, input_ids or input_embeds should be provided.")
     ids = _prompt_ids(state, text, input_ids)
@@ -201,14 +203,25 @@ def _new_request(state: ServerState, text: Any, input_ids: Any, max_new_tokens: 
         max_new_tokens = max(0, context_len - prompt_tokens)
     max_new_tokens = min(max_new_tokens, max(0, context_len - prompt_tokens))
     rid = rid or uuid.uuid4().hex
+    numerics = str((state.info.get("simulator") or {}).get("numerics") or "exact")
+    # A greedy request's output is a function of its prompt (numerics.py); any other request's
+    # also of its id, so repeated prompts do not all answer alike.
+    greedy = not isinstance(temperature, bool) and isinstance(temperature, (int, float)) and temperature == 0
+    if greedy:
+        seed = greedy_seed(text if isinstance(text, str) else None, input_ids)
+    else:
+        seed = request_seed(text if isinstance(text, str) else None, input_ids, str(rid))
     return GenRequest(
         rid=str(rid),
         prompt_tokens=prompt_tokens,
         max_new_tokens=max_new_tokens,
         ignore_eos=bool(ignore_eos),
-        seed=request_seed(text if isinstance(text, str) else None, input_ids, str(rid)),
+        seed=seed,
         key=token_key(ids),
         stream=bool(stream),
+        diverge_at=divergence_position(seed, numerics) if greedy else None,
+        numerics=numerics,
+        logprobs=[] if return_logprob else None,
     )
 
 
@@ -226,6 +239,15 @@ def _meta_info(req: GenRequest) -> dict:
         "cached_tokens_details": {"device": req.cached_tokens, "host": 0} if req.cached_tokens else None,
         "synthetic": True,
     }
+    if req.logprobs is not None:
+        # TokenizerManager.detokenize_logprob_tokens: [logprob, token id, text or None] per token
+        # (text only with return_text_in_logprobs); no prompt logprobs are simulated.
+        pieces = [req.text[start:end] for start, end in zip([0] + req.text_ends[:-1], req.text_ends, strict=True)]
+        meta["input_token_logprobs"] = []
+        meta["output_token_logprobs"] = [
+            [lp, tid, piece if req.text_in_logprobs else None]
+            for lp, tid, piece in zip(req.logprobs, req.output_ids, pieces, strict=True)
+        ]
     if req.finished:
         meta["e2e_latency"] = req.e2e_latency()
     return meta
@@ -502,6 +524,8 @@ def build_app(state: ServerState) -> web.Application:
                         None if isinstance(text, list) else item,
                         params.get("max_new_tokens"),
                         params.get("ignore_eos", False),
+                        temperature=params.get("temperature"),
+                        return_logprob=bool(body.get("return_logprob")),
                     )
                     for item in items
                 ]
@@ -509,8 +533,12 @@ def build_app(state: ServerState) -> web.Application:
                 reqs = [
                     _new_request(state, text, input_ids, params.get("max_new_tokens"),
                                  params.get("ignore_eos", False), body.get("rid"),
-                                 stream=bool(body.get("stream")))
+                                 stream=bool(body.get("stream")),
+                                 temperature=params.get("temperature"),
+                                 return_logprob=bool(body.get("return_logprob")))
                 ]
+            for req in reqs:
+                req.text_in_logprobs = bool(body.get("return_text_in_logprobs"))
         except ValueError as exc:
             logger.error(f"[http_server] Error: {exc}")
             if body.get("stream"):
