@@ -40,6 +40,7 @@ description:
   - C(sglang_launch_plan), C(sglang_launch_plans), C(sglang_tier_catalog), C(sglang_argv_check) (tiers).
   - C(sglang_failed_step), C(sglang_interrupted_result), C(sglang_experiment_failure) (experiment).
   - C(sglang_bench_settings) (benchmark settings), C(sglang_patch_states) (FlashInfer patch list).
+  - C(sglang_quality_settings) (the output-quality check's prompt set, data/quality.yml).
   - C(sglang_step_argument_spec) (the later steps' argument specs, checked before the lock).
   - C(sglang_campaign_load), C(sglang_campaign_cell), C(sglang_campaign_outcome),
     C(sglang_campaign_calibrate), C(sglang_campaign_over_budget), C(sglang_campaign_summary) (campaigns).
@@ -156,6 +157,21 @@ def sglang_bench_settings(data, overrides=None, settings_file=None, workload=Non
         ) from None
 
 
+def sglang_quality_settings(data, enabled=None, source="data/quality.yml"):
+    """data/quality.yml checked (module_utils/sglang_quality.py check_prompt_set), with the run's
+    sglang_bench_quality_enabled (null: the file's ``enabled``)."""
+    logic = _load("sglang_quality")
+    if isinstance(enabled, str) and enabled.strip().lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+        enabled = enabled.strip().lower() in ("true", "yes", "1", "on")
+    try:
+        return logic.resolve_settings(data, enabled, source)
+    except ValueError as exc:
+        raise AnsibleFilterError(
+            f"The output-quality check cannot run: {exc}. Fix the prompt set file (docs/quality.md) or "
+            "sglang_bench_quality_enabled."
+        ) from None
+
+
 # --------------------------------------------------------------------------- campaigns
 
 
@@ -268,6 +284,7 @@ class FilterModule:
             "sglang_interrupted_result": sglang_interrupted_result,
             "sglang_experiment_failure": sglang_experiment_failure,
             "sglang_bench_settings": sglang_bench_settings,
+            "sglang_quality_settings": sglang_quality_settings,
             "sglang_patch_states": sglang_patch_states,
             "sglang_step_argument_spec": sglang_step_argument_spec,
             "sglang_campaign_load": sglang_campaign_load,

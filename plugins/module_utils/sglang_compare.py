@@ -55,6 +55,7 @@ try:  # Inside AnsiballZ.
         median,
     )
     from ansible.module_utils.sglang_ledger import POINT_TOO_SHORT
+    from ansible.module_utils.sglang_quality import quality_comparison, quality_lines
 except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
     from sglang_interval import (
         DECIDED,
@@ -68,6 +69,7 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
         median,
     )
     from sglang_ledger import POINT_TOO_SHORT
+    from sglang_quality import quality_comparison, quality_lines
 
 NO_BASELINE = "no_baseline"
 NO_DATA = "no_data"
@@ -141,17 +143,23 @@ def workload_key(record):
     )
 
 
+# Simulator knobs that change the outputs and not the speed: a tier that sets them is the one
+# the output-quality check must compare with the baseline (docs/quality.md).
+OUTPUT_ONLY_KNOBS = ("SGLANG_SIM_NUMERICS",)
+
+
 def simulator_key(record):
     """The simulator's own knobs (SGLANG_SIM_* in the launch env), for simulator records only.
 
     Its speed factor scales every synthetic number, so records made at different speeds are not
     comparable (seen: -86% "worse" after a speed change). Faults are left out: a faulted run
-    fails and is never a baseline.
+    fails and is never a baseline. So are OUTPUT_ONLY_KNOBS (SGLANG_SIM_NUMERICS).
     """
     if not record.get("target_is_simulator"):
         return ()
     env = ((record.get("launch") or {}).get("env")) or {}
-    knobs = (k for k in env if k.startswith("SGLANG_SIM_") and not k.startswith("SGLANG_SIM_FAULT"))
+    knobs = (k for k in env if k.startswith("SGLANG_SIM_") and not k.startswith("SGLANG_SIM_FAULT")
+             and k not in OUTPUT_ONLY_KNOBS)
     return tuple(sorted((k, str(env[k])) for k in knobs))
 
 
@@ -445,6 +453,7 @@ def ledger_comparison(record, records, confidence=DEFAULT_CONFIDENCE, baseline_t
     if problem:
         raise ValueError(problem)
     comparison = compare_record(record, records, confidence, baseline_tier)
+    comparison["quality"] = quality_comparison(record, records, baseline_tier)
     comparison["ledger_problems"] = list(problems)
     comparison["table"] = format_table(comparison, synthetic=bool(record.get("target_is_simulator")))
     return comparison
@@ -561,4 +570,5 @@ def format_table(comparison, host=None, synthetic=False):
             if record_id not in references:
                 references.append(record_id)
     lines.append("baseline record(s): " + (", ".join(references) or "none (no earlier successful baseline)"))
+    lines.extend(quality_lines(comparison.get("quality")))
     return "\n".join(lines)

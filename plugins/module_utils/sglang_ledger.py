@@ -459,12 +459,14 @@ def build_record(
     crash=None,
     warmup=None,
     campaign=None,
+    quality=None,
 ):
     """Assemble a schema_version 1 record (see docs/ledger.md).
 
     ``warmup`` is module sglang_warmup's summary (its rounds' seconds); ``campaign`` names the
     campaign cell the record is (module_utils/sglang_campaign.py cell_record). Both are kept
-    only when given.
+    only when given. So is ``quality``, the output-quality check's block (module sglang_quality_check,
+    with its ``comparison`` added by sglang_ledger_append; docs/quality.md).
 
     ``status`` is "success" only when nothing failed, there is at least one
     point, and every point is ok; "interrupted" when the failure is the run's
@@ -504,4 +506,6 @@ def build_record(
         record["warmup"] = dict(warmup)
     if campaign:
         record["campaign"] = dict(campaign)
+    if quality:
+        record["quality"] = dict(quality)
     return to_json_safe(record)

@@ -112,6 +112,13 @@ options:
         attempt, fingerprint; see docs/campaign.md), kept as the record's C(campaign). The
         campaign's resume reads it back.
     type: dict
+  quality:
+    description:
+      - Module M(sglang_quality_check)'s block (the greedy outputs of data/quality.yml's prompts), kept as
+        the record's C(quality), with C(comparison) added - the outputs held against the host's latest
+        earlier baseline record of the same prompt set, and the A/A floor (docs/quality.md). The
+        comparison is made from the ledger as it is before the append, so the record keeps it.
+    type: dict
   compare:
     description:
       - Also compare the record with the baseline, as module
@@ -238,6 +245,7 @@ from ansible.module_utils.sglang_ledger import (
     validate_record,
 )
 from ansible.module_utils.sglang_provenance import PROVENANCE_ARGUMENT_SPEC, provenance_from_params
+from ansible.module_utils.sglang_quality import quality_comparison
 
 
 def _merge_provenance(module):
@@ -285,6 +293,21 @@ def _comparison(module, record):
                              p["compare"]["baseline_tier"], problems)
 
 
+def _quality_comparison(module, record):
+    """The record's outputs against the ledger's baselines before it (the comparison kept in the record)."""
+    p = module.params
+    baseline_tier = (p["compare"] or {}).get("baseline_tier") or "baseline"
+    try:
+        records, _ = read_ledger(p["ledger"])
+    except OSError as exc:
+        return {"status": "failed", "verdict": f"quality check failed (the ledger cannot be read: {exc})"}
+    comparison = quality_comparison(record, records, baseline_tier)
+    # The block itself holds these already.
+    for key in ("status", "prompt_set", "batch_vs_single", "seconds", "error"):
+        comparison.pop(key, None)
+    return comparison
+
+
 def main():
     argument_spec = dict(
         ledger=dict(type="path", required=True),
@@ -306,6 +329,7 @@ def main():
         model=dict(type="str"),
         warmup=dict(type="dict"),
         campaign=dict(type="dict"),
+        quality=dict(type="dict"),
         controller_copy=dict(type="path"),
         compare=dict(
             type="dict",
@@ -356,7 +380,10 @@ def main():
         crash=p["crash"],
         warmup=p["warmup"],
         campaign=p["campaign"],
+        quality=p["quality"],
     )
+    if record.get("quality"):
+        record["quality"]["comparison"] = _quality_comparison(module, record)
     problems = validate_record(record)
     if problems:
         module.fail_json(

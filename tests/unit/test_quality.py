@@ -1,0 +1,370 @@
+"""The output-quality check (module_utils/sglang_quality.py, issue 25): the shipped prompt set, the
+answer format SGLang returns, the comparison's numbers, the verdict words, the collection's two
+passes and its failures, and the comparison against a ledger's baselines; then the simulator's
+greedy outputs and its SGLANG_SIM_NUMERICS knob (SYNTHETIC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+import sglang_compare
+import sglang_quality as q
+import yaml
+from helpers.modules import run_module
+from helpers.paths import REPO
+from sglang_sim import config as sim_config
+from sglang_sim import numerics, throughput, tokenizer
+from sglang_sim.engine import Engine, GenRequest
+
+QUALITY_FILE = REPO / "data" / "quality.yml"
+
+
+def shipped():
+    return yaml.safe_load(QUALITY_FILE.read_text())
+
+
+def small_set(**changes):
+    data = {
+        "name": "t", "version": 1, "enabled": True,
+        "sampling": {"temperature": 0, "max_new_tokens": 4, "ignore_eos": True},
+        "batch_size": 2, "timeout_s": 5,
+        "prompts": [{"id": f"p{i}", "text": f"prompt {i}"} for i in range(3)],
+    }
+    data.update(changes)
+    return data
+
+
+# --- the prompt set -----------------------------------------------------------------------
+
+
+def test_the_shipped_prompt_set_is_valid_greedy_and_on():
+    data = shipped()
+    assert q.check_prompt_set(data) == []
+    assert data["enabled"] is True
+    assert data["sampling"]["temperature"] == 0
+    assert 10 <= len(data["prompts"]) <= 16
+    identity = q.prompt_set_identity(data)
+    assert identity["prompts"] == len(data["prompts"]) and len(identity["sha256"]) == 64
+    # The licence is stated in the file.
+    assert "under the project's licence" in QUALITY_FILE.read_text()
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    ({"sampling": {"temperature": 0.7, "max_new_tokens": 4, "ignore_eos": True}}, "sampling.temperature must be 0"),
+    ({"sampling": {"temperature": 0, "max_new_tokens": 0, "ignore_eos": True}}, "sampling.max_new_tokens"),
+    ({"batch_size": 0}, "batch_size must be an integer >= 1"),
+    ({"prompts": []}, "prompts must be a non-empty list"),
+    ({"prompts": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}, "'a' is used twice"),
+    ({"prompts": [{"id": "a", "text": " "}]}, "prompts[0].text must be a non-empty string"),
+    ({"enabled": "yes"}, "enabled must be true or false"),
+    ({"colour": 1}, "unknown key(s) colour"),
+])
+def test_check_prompt_set_names_each_problem(change, problem):
+    problems = q.check_prompt_set(small_set(**change))
+    assert any(problem in p for p in problems), problems
+
+
+def test_resolve_settings_overrides_enabled_and_refuses_a_bad_file():
+    assert q.resolve_settings(small_set(), False)["enabled"] is False
+    assert q.resolve_settings(small_set(), None)["enabled"] is True
+    with pytest.raises(ValueError, match="data/quality.yml: batch_size"):
+        q.resolve_settings(small_set(batch_size=-1))
+
+
+def test_the_identity_changes_with_the_prompts_and_sampling_only():
+    base = q.prompt_set_identity(small_set())
+    assert q.prompt_set_identity(small_set(batch_size=1))["sha256"] == base["sha256"]
+    other = small_set(sampling={"temperature": 0, "max_new_tokens": 5, "ignore_eos": True})
+    assert q.prompt_set_identity(other)["sha256"] != base["sha256"]
+
+
+# --- SGLang's answer ----------------------------------------------------------------------
+
+
+def test_parse_answer_reads_output_token_logprobs_as_sglang_returns_them():
+    # TokenizerManager.detokenize_logprob_tokens: [logprob, token_id, None] without return_text_in_logprobs.
+    answer = {"text": " a b", "meta_info": {"finish_reason": {"type": "length", "length": 2},
+                                           "output_token_logprobs": [[-0.5, 11, None], [-1.25, 12, None]]}}
+    assert q.parse_answer(answer) == {"token_ids": [11, 12], "logprobs": [-0.5, -1.25], "text": " a b",
+                                      "finish_reason": "length"}
+
+
+def test_parse_answer_falls_back_to_output_ids_without_logprobs():
+    answer = {"text": "x", "output_ids": [3, 4], "meta_info": {"finish_reason": None}}
+    assert q.parse_answer(answer)["token_ids"] == [3, 4]
+    assert q.parse_answer(answer)["logprobs"] is None
+
+
+@pytest.mark.parametrize("answer", [
+    [], {"text": "x"}, {"meta_info": {}}, {"meta_info": {"output_token_logprobs": [[-1.0]]}},
+])
+def test_parse_answer_refuses_what_is_not_an_answer(answer):
+    with pytest.raises(ValueError):
+        q.parse_answer(answer)
+
+
+# --- compare --------------------------------------------------------------------------------
+
+
+def out(pid, ids, logprobs=None):
+    return {"id": pid, "token_ids": ids, "logprobs": logprobs}
+
+
+@pytest.mark.parametrize(("ours", "theirs", "expected"), [
+    # identical
+    ([out("a", [1, 2, 3], [-1.0, -2.0, -3.0])], [out("a", [1, 2, 3], [-1.0, -2.0, -3.0])],
+     {"identical": 1, "token_agreement": 1.0, "mean_first_divergence": None, "mean_abs_logprob_diff": 0.0}),
+    # diverges at 1; the logprob difference only over the agreeing prefix (position 0)
+    ([out("a", [1, 9, 3], [-1.5, -9.0, -3.0])], [out("a", [1, 2, 3], [-1.0, -2.0, -3.0])],
+     {"identical": 0, "token_agreement": 2 / 3, "mean_first_divergence": 1.0, "mean_abs_logprob_diff": 0.5}),
+    # one prompt identical, one diverges at 0; agreement over both
+    ([out("a", [1, 2]), out("b", [7, 8])], [out("a", [1, 2]), out("b", [5, 6])],
+     {"identical": 1, "identical_share": 0.5, "token_agreement": 0.5, "mean_first_divergence": 0.0,
+      "mean_abs_logprob_diff": None}),
+    # a shorter output diverges where it ends; positions of the longer count
+    ([out("a", [1, 2])], [out("a", [1, 2, 3, 4])],
+     {"identical": 0, "token_agreement": 0.5, "mean_first_divergence": 2.0}),
+])
+def test_compare(ours, theirs, expected):
+    result = q.compare(ours, theirs)
+    for key, value in expected.items():
+        assert result[key] == pytest.approx(value) if isinstance(value, float) else result[key] == value, key
+
+
+def test_compare_matches_prompts_by_id_and_names_the_unmatched():
+    result = q.compare([out("b", [1]), out("a", [2])], [out("a", [2]), out("c", [3])])
+    assert (result["prompts"], result["identical"], result["unmatched"]) == (1, 1, ["b", "c"])
+    assert not q.unchanged(result)
+
+
+@pytest.mark.parametrize(("agreement", "floor", "words"), [
+    (0.62, 1.0, "outputs changed (agreement 62 % vs A/A 100 %)"),
+    (0.996, 1.0, "outputs changed (agreement 99.6 % vs A/A 100 %)"),
+    (0.5, None, "outputs changed (agreement 50 % vs no A/A yet: run the baseline twice)"),
+])
+def test_verdict_words(agreement, floor, words):
+    comparison = {"prompts": 2, "identical": 1, "unmatched": [], "token_agreement": agreement}
+    assert q.verdict(comparison, floor) == words
+
+
+def test_verdict_unchanged_and_no_baseline():
+    same = {"prompts": 2, "identical": 2, "unmatched": [], "token_agreement": 1.0}
+    assert q.verdict(same, None) == "outputs unchanged"
+    assert q.verdict(None, 1.0) == "no baseline outputs"
+
+
+# --- collect ---------------------------------------------------------------------------------
+
+
+class FakeServer:
+    """A /generate stand-in: token ids from the text, batch answers optionally different."""
+
+    def __init__(self, batch_shift=0, fail_at=None):
+        self.calls, self.batch_shift, self.fail_at = [], batch_shift, fail_at
+
+    def answer(self, text, shift):
+        ids = [len(text) + shift, 7, 8]
+        return {"text": "x", "meta_info": {"finish_reason": {"type": "length"},
+                                           "output_token_logprobs": [[-0.25, i, None] for i in ids]}}
+
+    def __call__(self, url, payload, timeout):
+        self.calls.append(payload)
+        if self.fail_at is not None and len(self.calls) > self.fail_at:
+            raise q.QualityRequestError("HTTP 500 from x: boom")
+        assert payload["sampling_params"]["temperature"] == 0 and payload["return_logprob"] is True
+        if isinstance(payload["text"], list):
+            return [self.answer(t, self.batch_shift) for t in payload["text"]]
+        return self.answer(payload["text"], 0)
+
+
+def test_collect_sends_one_at_a_time_then_in_batches_and_measures_the_difference():
+    server = FakeServer(batch_shift=1)
+    block = q.collect("http://h/generate", small_set(), sender=server)
+    assert block["status"] == "ok" and block["error"] is None
+    texts = [c["text"] for c in server.calls]
+    assert texts == ["prompt 0", "prompt 1", "prompt 2", ["prompt 0", "prompt 1"], ["prompt 2"]]
+    assert [o["id"] for o in block["outputs"]["batch"]] == ["p0", "p1", "p2"]
+    # The batch answered differently at position 0: measured, not assumed away.
+    assert block["batch_vs_single"]["identical"] == 0
+    assert block["batch_vs_single"]["mean_first_divergence"] == 0.0
+
+
+def test_collect_keeps_what_it_had_when_a_request_fails():
+    block = q.collect("http://h/generate", small_set(), sender=FakeServer(fail_at=3))
+    assert block["status"] == "failed" and "HTTP 500" in block["error"]
+    assert len(block["outputs"]["single"]) == 3 and block["outputs"]["batch"] == []
+
+
+def test_collect_refuses_a_batch_answer_of_the_wrong_size():
+    def sender(url, payload, timeout):
+        answer = FakeServer().answer("x", 0)
+        return [answer] if isinstance(payload["text"], list) else answer
+
+    block = q.collect("http://h/generate", small_set(), sender=sender)
+    assert block["status"] == "failed" and "a batch of 2 texts was answered with 1 answers" in block["error"]
+
+
+# --- against the ledger ------------------------------------------------------------------------
+
+
+def record(record_id, tier, ids_by_prompt, status="success", sha="s1", quality_status="ok"):
+    outputs = [out(pid, ids, [-0.5] * len(ids)) for pid, ids in ids_by_prompt.items()]
+    return {"record_id": record_id, "tier": tier, "status": status, "host": "h", "target_is_simulator": True,
+            "model": {"model_path": "m"},
+            "quality": {"status": quality_status, "prompt_set": {"name": "t", "sha256": sha, "prompts": 2},
+                        "outputs": {"single": outputs, "batch": copy.deepcopy(outputs)},
+                        "error": None if quality_status == "ok" else "HTTP 500"}}
+
+
+SAME = {"a": [1, 2, 3, 4], "b": [5, 6, 7, 8]}
+CHANGED = {"a": [1, 2, 3, 4], "b": [5, 9, 9, 9]}
+
+
+def test_quality_comparison_through_a_ledger():
+    ledger = [record("b1", "baseline", SAME)]
+    first = q.quality_comparison(ledger[0], ledger)
+    assert first["verdict"] == "no baseline outputs" and first["aa"] is None
+    ledger.append(record("b2", "baseline", SAME))
+    aa = q.quality_comparison(ledger[1], ledger)
+    assert aa["verdict"] == "outputs unchanged" and aa["aa"]["token_agreement"] == 1.0
+    ledger.append(record("t1", "tier", CHANGED))
+    tier = q.quality_comparison(ledger[2], ledger)
+    assert tier["verdict"] == "outputs changed (agreement 62 % vs A/A 100 %)"
+    assert tier["below_floor"] is True and tier["baseline_record_id"] == "b2"
+    assert tier["single"]["mean_first_divergence"] == 1.0 and tier["batch"]["identical"] == 1
+    ledger.append(record("b3", "baseline", SAME))
+    again = q.quality_comparison(ledger[3], ledger)
+    assert again["verdict"] == "outputs unchanged" and again["aa"]["record_ids"] == ["b2", "b3"]
+
+
+@pytest.mark.parametrize(("baseline", "verdict"), [
+    (record("b1", "baseline", SAME, sha="other"), "no baseline outputs"),   # another prompt set
+    (record("b1", "baseline", SAME, status="failed"), "no baseline outputs"),
+    (record("b1", "baseline", SAME, quality_status="failed"), "no baseline outputs"),
+    (record("b1", "tier", SAME), "no baseline outputs"),
+])
+def test_only_a_successful_baseline_of_the_same_prompt_set_counts(baseline, verdict):
+    mine = record("t1", "tier", SAME)
+    assert q.quality_comparison(mine, [baseline, mine])["verdict"] == verdict
+
+
+def test_off_and_failed_checks_say_so():
+    off = {"record_id": "x", "tier": "t", "quality": {"status": "off"}}
+    assert q.quality_comparison(off, [off])["verdict"] == "quality check off"
+    assert q.quality_comparison({"record_id": "y"}, [])["verdict"] == "quality check off"
+    failed = record("t1", "tier", SAME, quality_status="failed")
+    assert q.quality_comparison(failed, [failed])["verdict"] == "quality check failed (HTTP 500)"
+
+
+def test_the_table_shows_the_quality_verdict_beside_the_speed_verdict():
+    ledger = [record("b1", "baseline", SAME), record("b2", "baseline", SAME), record("t1", "tier", CHANGED)]
+    comparison = sglang_compare.ledger_comparison(ledger[2], ledger)
+    assert comparison["quality"]["verdict"].startswith("outputs changed")
+    lines = comparison["table"].splitlines()
+    assert "quality (t, 2 prompts, greedy): outputs changed (agreement 62 % vs A/A 100 %)" in lines
+    assert any(line.startswith("  vs baseline record b2: identical 1/2, token agreement 62 %") for line in lines)
+
+
+def test_the_numerics_knob_does_not_split_the_speed_comparison():
+    base = {"host": "h", "target_is_simulator": True, "launch": {"env": {"SGLANG_SIM_SPEED": "10"}}}
+    tier = {"host": "h", "target_is_simulator": True,
+            "launch": {"env": {"SGLANG_SIM_SPEED": "10", "SGLANG_SIM_NUMERICS": "perturbed"}}}
+    assert sglang_compare.match_key(base) == sglang_compare.match_key(tier)
+
+
+# --- the simulator (SYNTHETIC) ----------------------------------------------------------------------
+
+
+def test_sim_numerics_knob():
+    assert sim_config.parse_env({}).numerics == "exact"
+    assert sim_config.parse_env({"SGLANG_SIM_NUMERICS": "Perturbed"}).numerics == "perturbed"
+    with pytest.raises(sim_config.ConfigError, match="SGLANG_SIM_NUMERICS='fp4' is not one of exact, perturbed"):
+        sim_config.parse_env({"SGLANG_SIM_NUMERICS": "fp4"})
+
+
+def test_sim_greedy_seed_is_the_prompts_and_perturbed_numerics_diverge_for_some():
+    seeds = [numerics.greedy_seed(f"prompt {i}", None) for i in range(60)]
+    assert seeds == [numerics.greedy_seed(f"prompt {i}", None) for i in range(60)]
+    assert all(numerics.divergence_position(s, "exact") is None for s in seeds)
+    diverging = [numerics.divergence_position(s, "perturbed") for s in seeds]
+    share = sum(d is not None for d in diverging) / len(seeds)
+    assert 0.15 < share < 0.5
+    assert all(1 <= d <= 16 for d in diverging if d is not None)
+    lp = [numerics.token_logprob(s, 3, "exact") for s in seeds]
+    assert all(-4.01 <= v < 0 for v in lp)
+    moved = [abs(numerics.token_logprob(s, 3, "perturbed") - v) for s, v in zip(seeds, lp, strict=True)]
+    assert max(moved) <= 0.0041 and any(m > 0 for m in moved)
+
+
+def test_sim_engine_gives_a_greedy_request_the_same_tokens_and_logprobs_until_it_diverges():
+    async def run(diverge_at, numerics_name):
+        engine = Engine(throughput.build_model({}), tokenizer.TextCodec(None), speed=1e6,
+                        max_total_num_tokens=10**6, cuda_graph=False)
+        task = asyncio.create_task(engine.run())
+        req = GenRequest(rid="r", prompt_tokens=5, max_new_tokens=12, seed=1234, diverge_at=diverge_at,
+                         numerics=numerics_name, logprobs=[])
+        engine.submit(req)
+        while not req.finished:
+            await req.changed.wait()
+            req.changed.clear()
+        task.cancel()
+        return req
+
+    exact = asyncio.run(run(None, "exact"))
+    again = asyncio.run(run(None, "exact"))
+    perturbed = asyncio.run(run(5, "perturbed"))
+    assert (exact.output_ids, exact.logprobs) == (again.output_ids, again.logprobs)
+    assert len(exact.logprobs) == 12
+    assert perturbed.output_ids[:5] == exact.output_ids[:5]
+    assert perturbed.output_ids[5:] != exact.output_ids[5:]
+
+
+# --- the switch and the module ------------------------------------------------------------------
+
+
+def quality_filter():
+    """plugins/filter/sglang_lab.py's sglang_quality_settings, the filter role sglang_bench's settings use."""
+    from importlib import util
+
+    spec = util.spec_from_file_location("sglang_lab_filter_for_quality", REPO / "plugins" / "filter" / "sglang_lab.py")
+    module = util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.sglang_quality_settings
+
+
+@pytest.mark.parametrize(("switch", "enabled"), [(None, True), (False, False), ("false", False), ("true", True)])
+def test_the_per_run_switch_turns_the_check_off(switch, enabled):
+    # -e sglang_bench_quality_enabled=false reaches the filter as the string "false".
+    assert quality_filter()(shipped(), switch)["enabled"] is enabled
+
+
+def test_the_filter_refuses_a_bad_prompt_set_before_anything_runs():
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="The output-quality check cannot run: x.yml: batch_size"):
+        quality_filter()(small_set(batch_size=0), None, "x.yml")
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    ({"prompt_set": small_set(enabled=False)}, "off for this run (enabled: false)"),
+    ({"prompt_set": small_set(), "_ansible_check_mode": True}, "check mode: nothing sent"),
+])
+def test_the_module_sends_nothing_when_off_or_in_check_mode(tmp_path, args, reason):
+    # Port 9 (discard): a request would fail; none is sent.
+    result = run_module("sglang_quality_check", tmp_path, port=9, **args)
+    assert result["quality"]["status"] == "off" and result["quality"]["reason"] == reason, result
+    assert result["changed"] is False and not result.get("failed")
+
+
+def test_the_module_keeps_a_failed_request_in_the_block_and_does_not_fail(tmp_path):
+    result = run_module("sglang_quality_check", tmp_path, port=9, prompt_set=small_set(timeout_s=2))
+    assert not result.get("failed") and result["quality"]["status"] == "failed", result
+    assert "no answer from http://127.0.0.1:9/generate" in result["quality"]["error"]
+
+
+def test_the_module_refuses_a_bad_prompt_set(tmp_path):
+    result = run_module("sglang_quality_check", tmp_path, prompt_set=small_set(prompts=[]))
+    assert result["failed"] and "prompts must be a non-empty list" in result["msg"]
