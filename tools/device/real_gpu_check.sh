@@ -36,6 +36,10 @@
 #   PHASE=trust bash tools/device/real_gpu_check.sh  on its own: issue 23's numbers on real SGLang
 #                                                 (tools/device/trust_real.sh): A/A pairs, too_short,
 #                                                 counters, cache hit rates, the SLO search
+#   PHASE=quality bash tools/device/real_gpu_check.sh  on its own: issue 25's output-quality check on
+#                                                 real SGLang (tools/device/quality_real.sh): the
+#                                                 baseline twice (A/A), tiny-chunk, tiny-fp16, the
+#                                                 baseline again; the greedy outputs in every record
 #   PHASE=e bash tools/device/real_gpu_check.sh   a campaign (CAMPAIGN, default
 #                                                 data/campaigns/h200-tiny.yml) under its budget;
 #                                                 run it again and it resumes. The report is made
@@ -185,6 +189,11 @@ elif [ "$PHASE" = trust ]; then
   # server with the cache hit rate of each; the SLO search sized for its p99.
   bash tools/device/trust_real.sh "$REC" "${AP[@]}" 2>&1 | tee -a "$REC/summary.txt"
   step stop_trust playbooks/stop.yml
+elif [ "$PHASE" = quality ]; then
+  # Issue 25 on real SGLang (tools/device/quality_real.sh, docs/quality.md): the A/A floor of the greedy
+  # outputs, a scheduling-only tier (tiny-chunk) and a numerics-changing one (tiny-fp16).
+  bash tools/device/quality_real.sh "$REC" "${AP[@]}" 2>&1 | tee -a "$REC/summary.txt"
+  step stop_quality playbooks/stop.yml
 elif [ "$PHASE" = e ]; then
   n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
   step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
