@@ -55,6 +55,7 @@ from sglang_compare import (  # noqa: E402
     summarize,
 )
 from sglang_ledger import latest_record, read_ledger  # noqa: E402
+from sglang_quality import quality_comparison  # noqa: E402
 
 STATUS_BEGIN = PAGE_STATUS_BEGIN.format(tier="<id>")  # the begin marker as messages name it
 SYNTHETIC_TEXT = (
@@ -291,6 +292,9 @@ def build_markdown(
                 *tier_table(record, comparison),
                 "",
             ]
+            if record.get("quality"):  # the output-quality check (docs/quality.md), beside the speed verdicts
+                quality = quality_comparison(record, mine, baseline)
+                out += [f"Output quality: {md_escape(quality['verdict'])}.", ""]
         failures = [r for r in mine if r.get("status") != "success"]
         if failures:
             out += [

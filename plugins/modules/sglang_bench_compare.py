@@ -71,8 +71,14 @@ ansible_facts:
           in_family, candidate and baseline summaries (n, median, min, max,
           spread_pct), delta_pct, ci_low_pct, ci_high_pct, verdict (better,
           worse, indistinguishable, no_verdict, no_baseline, no_data), reason
-          and notes; table, the same as fixed-width text (labelled SYNTHETIC
-          for a simulator record), the table the experiment prints.
+          and notes; quality, the output-quality check's comparison
+          (module_utils/sglang_quality.py quality_comparison - verdict
+          C(outputs unchanged), C(outputs changed (agreement 62 % vs A/A 100 %)),
+          C(no baseline outputs), C(quality check off) or C(quality check failed (...)),
+          below_floor, baseline_record_id, single, batch, aa; docs/quality.md);
+          table, the same as fixed-width text (labelled SYNTHETIC
+          for a simulator record), the table the experiment prints, with the
+          quality verdict under the speed rows.
       type: dict
       returned: always
 """

@@ -368,3 +368,15 @@ def test_the_module_keeps_a_failed_request_in_the_block_and_does_not_fail(tmp_pa
 def test_the_module_refuses_a_bad_prompt_set(tmp_path):
     result = run_module("sglang_quality_check", tmp_path, prompt_set=small_set(prompts=[]))
     assert result["failed"] and "prompts must be a non-empty list" in result["msg"]
+
+
+def test_the_report_shows_the_quality_verdict_of_a_record_that_has_one():
+    import report
+
+    ledger = [record("b1", "baseline", SAME), record("b2", "baseline", SAME), record("t1", "tier", CHANGED)]
+    for r in ledger:
+        r.update(run_id=r["record_id"], recorded_at="2026-12-06T00:00:00Z", points=[], _ledger="h/ledger.jsonl")
+    text = report.build_markdown(ledger, [], 0.95, "baseline", [])
+    assert "Output quality: outputs changed (agreement 62 % vs A/A 100 %)." in text
+    del ledger[2]["quality"]
+    assert "Output quality" not in report.build_markdown(ledger[2:], [], 0.95, "baseline", [])
