@@ -55,7 +55,7 @@ from sglang_compare import (  # noqa: E402
     summarize,
 )
 from sglang_ledger import latest_record, read_ledger  # noqa: E402
-from sglang_quality import quality_comparison  # noqa: E402
+from sglang_quality import BELOW_FLOOR, quality_comparison  # noqa: E402
 
 STATUS_BEGIN = PAGE_STATUS_BEGIN.format(tier="<id>")  # the begin marker as messages name it
 SYNTHETIC_TEXT = (
@@ -294,7 +294,8 @@ def build_markdown(
             ]
             if record.get("quality"):  # the output-quality check (docs/quality.md), beside the speed verdicts
                 quality = quality_comparison(record, mine, baseline)
-                out += [f"Output quality: {md_escape(quality['verdict'])}.", ""]
+                flag = BELOW_FLOOR if quality.get("below_floor") else ""
+                out += [f"Output quality: {md_escape(quality['verdict'] + flag)}.", ""]
         failures = [r for r in mine if r.get("status") != "success"]
         if failures:
             out += [

@@ -37,6 +37,8 @@ VERDICT_CHANGED = "outputs changed"
 VERDICT_NO_BASELINE = "no baseline outputs"
 VERDICT_OFF = "quality check off"
 VERDICT_FAILED = "quality check failed"
+# What the table and the report add to a verdict whose agreement is below the A/A floor.
+BELOW_FLOOR = " - below the A/A floor"
 
 BODY_LIMIT = 2000
 TOP_KEYS = ("name", "version", "enabled", "sampling", "batch_size", "timeout_s", "prompts")
@@ -435,7 +437,7 @@ def quality_lines(comparison):
         return []
     prompt_set = comparison.get("prompt_set") or {}
     head = f"quality ({prompt_set.get('name', 'greedy outputs')}, {prompt_set.get('prompts', '?')} prompts, greedy): "
-    lines = [head + comparison["verdict"]]
+    lines = [head + comparison["verdict"] + (BELOW_FLOOR if comparison.get("below_floor") else "")]
     single = comparison.get("single")
     if single:
         parts = [f"identical {single['identical']}/{single['prompts']}"]
