@@ -86,12 +86,12 @@ path:
   description: The CSV file.
   returned: always
   type: str
-  sample: /work/main/.work/results/baseline-c256.gpu.csv
+  sample: /root/sglang-lab/results/baseline-c256.gpu.csv
 pidfile:
   description: The pidfile.
   returned: always
   type: str
-  sample: /work/main/.work/results/baseline-c256.gpu.csv.pid
+  sample: /root/sglang-lab/results/baseline-c256.gpu.csv.pid
 pid:
   description: The sampler's pid (also its session id); null when none runs or would run.
   returned: always

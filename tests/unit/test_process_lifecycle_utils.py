@@ -116,7 +116,7 @@ PATTERNS = sglang_process.compile_patterns(sglang_process.KILL_PATTERNS)
         "sglang::data_parallel_controller",
         "python3 -u -m sglang.launch_server --model lukealonso/GLM-5-NVFP4 --tp-size 8",
         "/root/ml-env/bin/python /root/ml-env/bin/sglang serve --model-path x",
-        "/work/main/.venv/bin/python -m sglang_sim.launch_server --model-path x --tp-size 8 --port 30000",
+        "/srv/lab/.venv/bin/python -m sglang_sim.launch_server --model-path x --tp-size 8 --port 30000",
     ],
 )
 def test_sglang_command_lines_match(cmdline):
@@ -450,7 +450,7 @@ def test_lock_check_mode_writes_nothing(tmp_path):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["/work/main/.venv/bin/python", "/work/main/.venv/bin/ansible-playbook", "play.yml"], True),
+        (["/srv/lab/.venv/bin/python", "/srv/lab/.venv/bin/ansible-playbook", "play.yml"], True),
         (["/usr/bin/ansible-playbook", "-i", "inv", "play.yml"], True),
         (["/usr/bin/python3", "/usr/bin/ansible", "localhost", "-m", "ping"], True),
         (["/usr/bin/python3", "-m", "pytest"], False),
