@@ -1,6 +1,6 @@
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-# Print the progress of sglang_server_wait_ready while a server loads.
+# Print the progress of the ready-wait (sglang_server, state=ready) while a server loads.
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ name: sglang_progress
 type: aggregate
 short_description: Print SGLang server start-up progress on every retry of the ready wait
 description:
-  - The ready wait (module sglang_server_wait_ready in role sglang_server) runs in an until loop;
+  - The ready wait (module sglang_server, state=ready, in role sglang_server) runs in an until loop;
     each call watches the server for a few seconds and returns its progress.
   - On every retry this callback prints one line per host - seconds since the server started,
     the timeout, the health answer and the last line of the server log - so a person watching

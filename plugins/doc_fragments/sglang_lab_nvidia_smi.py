@@ -1,7 +1,7 @@
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The nvidia-smi option of the modules that read the GPUs (gpu_facts, gpu_telemetry,
-sglang_server_status, sglang_server_stop)."""
+the server object of sglang_server and sglang_server_info, sglang_lab_server.server)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 options:
   server_state:
-    description: The lifecycle's C(server.json) (pid, script, started_at), written by M(sglang_server_start).
+    description:
+      - The lifecycle's C(server.json) (pid, script, started_at), written by M(sglang_server) (C(state=started)).
     type: path
   launch_script:
     description: The launch script; its sha256 is recorded. Defaults to the script named in O(server_state).

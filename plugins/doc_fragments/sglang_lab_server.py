@@ -3,12 +3,13 @@
 """Options shared by the modules that talk to, or manage, the SGLang server.
 
 DOCUMENTATION: the server's HTTP address, for clients of a running server (sglang_warmup,
-sglang_bench, sglang_slo_search). The named fragments serve the lifecycle modules (sglang_server_*):
-``.run_dir`` (the run-state directory), ``.psutil`` (the requirement of the modules that find,
-signal or probe the server's processes: sglang_server_start, _stop, _wait_ready, _status and
-sglang_experiment_preflight; sglang_server_lock states its own, optional use), ``.port`` (the
-port of the managed server, required), ``.health`` (the health probe) and ``.patterns`` (the
-command lines of SGLang server processes).
+sglang_bench, sglang_slo_search). The named fragments serve the lifecycle modules: ``.server``
+(the server object that sglang_server and sglang_server_info take whole; its argument spec is
+SERVER_SPEC in module_utils/sglang_server_ops.py), ``.run_dir`` (the run-state directory, for
+sglang_server_lock and sglang_experiment_preflight), ``.psutil`` (the requirement of the modules
+that find, signal or probe the server's processes), ``.port`` (the port of the managed server,
+required), ``.health`` (the health probe) and ``.patterns`` (the command lines of SGLang server
+processes).
 """
 
 from __future__ import annotations
@@ -27,12 +28,70 @@ options:
     default: 30000
 """
 
+    SERVER = r"""
+options:
+  server:
+    description:
+      - The managed SGLang server, one object wherever it enters (role C(sglang_server) builds it
+        once from its variables, C(sglang_server_object)); validated by one argument spec,
+        C(SERVER_SPEC) in C(plugins/module_utils/sglang_server_ops.py).
+    type: dict
+    required: true
+    suboptions:
+      run_dir:
+        description:
+          - The server's run-state directory (role variable C(sglang_server_run_dir)) - C(sglang.pid),
+            C(server.json), C(server.exit), C(wait_ready.json) and the experiment lock C(sglang.lock).
+        type: path
+        required: true
+      port:
+        description: The server's HTTP port (role variable C(sglang_server_port)).
+        type: int
+        required: true
+      address:
+        description: The address the server answers on, for its health endpoint (never the inventory host).
+        type: str
+        default: 127.0.0.1
+      log_dir:
+        description: Where C(state=started) writes the server log, C(<log_dir>/<tier>.log); required by it.
+        type: path
+      log_keep:
+        description: Rotated logs of the same tier to keep (C(<tier>.log.1) ...).
+        type: int
+        default: 5
+      patterns:
+        description:
+          - Python regexes searched (C(re.search)) in a process's command line, joined with spaces,
+            that mark it as part of an SGLang server.
+          - When not set, the built-in list, C(KILL_PATTERNS) in C(plugins/module_utils/sglang_process.py).
+            An empty list matches nothing.
+        type: list
+        elements: str
+      health_paths:
+        description: Health endpoints in order of preference; a 404 moves to the next one.
+        type: list
+        elements: str
+        default: [/health_generate, /health]
+      health_timeout_seconds:
+        description: Timeout of one health request.
+        type: float
+        default: 10.0
+      gpu_check:
+        description: Read GPU memory with nvidia-smi (the stop's verification, the info's table).
+        type: bool
+        default: true
+      nvidia_smi:
+        description: The nvidia-smi executable.
+        type: str
+        default: nvidia-smi
+"""
+
     RUN_DIR = r"""
 options:
   run_dir:
     description:
       - The server's run-state directory (role variable C(sglang_server_run_dir)), written by
-        M(sglang_server_start) and read by the other lifecycle modules - C(sglang.pid),
+        M(sglang_server) (C(state=started)) and read by the other lifecycle modules - C(sglang.pid),
         C(server.json), C(server.exit), C(wait_ready.json) and the experiment lock C(sglang.lock).
     type: path
     required: true

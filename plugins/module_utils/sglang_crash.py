@@ -3,7 +3,7 @@
 # Crash-signature matching for SGLang server logs: pure functions, standard library only.
 #
 # The catalog itself is data (data/crash_signatures.yml, read by the role and passed to the
-# sglang_server_wait_ready module as a list); this file compiles it and classifies log lines.
+# sglang_server module (state=ready) as a list); this file compiles it and classifies log lines.
 # Rules (documented in the catalog's header, which is the reference):
 #   1. for one line, the first catalog entry whose regex matches and whose `after` / `near`
 #      conditions hold is the line's entry;

@@ -36,14 +36,14 @@ except ImportError:  # the modules report this with missing_required_lib
 
 PIDFILE_NAME = "sglang.pid"
 STATE_NAME = "server.json"
-# The ready-wait's place in the log and its progress (module sglang_server_wait_ready).
+# The ready-wait's place in the log and its progress (module sglang_server, state=ready).
 WAIT_STATE_NAME = "wait_ready.json"
 LAST_STATE_NAME = "server.last.json"
 EXIT_NAME = "server.exit"
 
 # Command lines of SGLang server processes: the safety net of the stop and the status's list of
 # unmanaged servers. Matched with re.search against the command line joined with spaces. The one
-# definition: modules sglang_server_stop / sglang_server_status use it when their `patterns`
+# definition: modules sglang_server (state=stopped) / sglang_server_info use it when their `patterns`
 # option is not set, and role sglang_server leaves it unset unless sglang_server_kill_patterns is.
 KILL_PATTERNS = (
     r"^sglang::(scheduler|detokenizer|data_parallel_controller|tokenizer_worker)",
@@ -772,7 +772,7 @@ class Interrupted(KeyboardInterrupt):
 
 def raise_on_sigterm():
     """Make SIGTERM raise Interrupted in this process instead of ending it at once (modules
-    sglang_bench and sglang_server_stop).
+    sglang_bench and sglang_server, state=stopped).
 
     Ansible passes SIGINT and SIGTERM of ansible-playbook to the worker's process group, the
     module's included (ansible-core's WorkerProcess._term). SIGINT already raises

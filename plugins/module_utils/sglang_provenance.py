@@ -147,7 +147,7 @@ def launch_provenance(server_state=None, launch_script=None, launch_argv=None, l
 
 def startup_phases_of(server_state, state):
     """The start-up phases (s) the ready-wait recorded for this server (``wait_ready.json`` beside
-    ``server.json``, module sglang_server_wait_ready), or None when it recorded none for it."""
+    ``server.json``, module sglang_server, state=ready), or None when it recorded none for it."""
     if not server_state:
         return None
     path = os.path.join(os.path.dirname(server_state), WAIT_STATE_NAME)

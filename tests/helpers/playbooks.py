@@ -151,9 +151,18 @@ def tail(runner, size: int = 6000) -> str:
     return runner.stdout.read()[-size:]
 
 
+def action_name(event_data) -> str:
+    """The task's module, with its state for sglang_server (``sglang_server:stopped``)."""
+    action = event_data.get("task_action")
+    if action == "sglang_server":  # every result names its state (RV state)
+        return f"sglang_server:{(event_data.get('res') or {}).get('state')}"
+    return action
+
+
 def actions_run(runner) -> set:
-    """Module names of the tasks that ran (ok or failed; skipped ones excluded)."""
-    return {d.get("task_action") for d in events(runner)}
+    """Module names of the tasks that ran (ok or failed; skipped ones excluded); sglang_server
+    with its state (action_name)."""
+    return {action_name(d) for d in events(runner)}
 
 
 # --------------------------------------------------------------------------- labs
@@ -198,10 +207,6 @@ class ExperimentLab(PlaybookLab):
     its controller copy and the server's health are at hand."""
 
     host = "sim-local"
-    # The output-quality check (docs/quality.md) costs about 4 s a cycle on inventory/local.yml
-    # (12 prompts x 32 tokens, one at a time, at the simulator's c=1 speed); CI time is short, so
-    # a lab turns it off unless it tests it (tests/integration/test_quality.py).
-    quality_enabled = False
 
     @property
     def ledger(self) -> Path:
@@ -216,7 +221,6 @@ class ExperimentLab(PlaybookLab):
             "sglang_lab_work_dir": str(self.work),
             "sglang_lab_port": self.port,
             "sglang_bench_controller_results_dir": str(self.root / "controller-results"),
-            "sglang_bench_quality_enabled": self.quality_enabled,
         }
 
     def run(self, playbook="experiment.yml", cmdline=None, **extravars):
@@ -277,7 +281,7 @@ def experiment_lab_fixture(name: str, lab_class: type[ExperimentLab] = Experimen
 
 
 # The actions that stop, start, measure or record: a run refused before the lock runs none of them.
-SERVER_ACTIONS = {"sglang_server_lock", "sglang_server_stop", "sglang_server_start", "sglang_bench",
+SERVER_ACTIONS = {"sglang_server_lock", "sglang_server:stopped", "sglang_server:started", "sglang_bench",
                   "sglang_ledger_append"}
 
 

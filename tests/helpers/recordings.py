@@ -221,7 +221,7 @@ def stopped_entries(msg: list[str]) -> list[dict]:
 
 
 def stop_settings() -> dict:
-    """The verified stop's settings as role sglang_server gives them to module sglang_server_stop."""
+    """The verified stop's settings as role sglang_server gives them to module sglang_server (state=stopped)."""
     defaults = yaml.safe_load((REPO / "roles" / "sglang_server" / "defaults" / "main.yml").read_text())
     names = ("grace_seconds", "kill_wait_seconds", "orphan_grace_seconds", "workers_gone_grace_seconds")
     return {name: float(defaults[f"sglang_server_stop_{name}"]) for name in names}
@@ -276,7 +276,7 @@ class RecordedProcess:
 
 
 def replay_stop(entries: list[dict], settings: dict | None = None):
-    """Today's stop_processes on the recorded processes, as module sglang_server_stop calls it: the
+    """Today's stop_processes on the recorded processes, as module sglang_server (state=stopped) calls it: the
     roots are the wrapper the pidfile names and its child, SGLang's main process; the workers are the
     processes WORKER_PATTERN matches. Returns ``({pid: record}, timings)`` on the recorded pids."""
     settings = settings or stop_settings()

@@ -4,7 +4,7 @@ restore cannot inherit the failure. playbooks/experiment.yml against the SGLang-
 
 One baseline experiment for the whole module (fixture ``baseline``) gives a running server and a
 successful record. Each refused run must end before the lock: no sglang_server_lock /
-sglang_server_stop / sglang_server_start / sglang_bench / sglang_ledger_append action ran, the
+sglang_server (stopped, started) / sglang_bench / sglang_ledger_append action ran, the
 server that was running still answers with the same pid, and the ledger is byte for byte as it
 was. The restore tests break the launch at host level in a way no check can see (the simulator's
 crash-at-load fault rendered into every launch script by sglang_launch_env_override) and require
@@ -178,7 +178,8 @@ def test_the_restore_refuses_a_script_that_is_not_the_one_that_worked(lab, basel
                    if task == "Refuse a launch script that is not the one that worked"]
         assert refusal and good["script_sha256"] in refusal[0]["msg"], tail(runner)
         assert "restore: tier baseline FAILED" in final_failure(runner)
-        assert actions_run(runner) >= {"sglang_server_stop", "sglang_server_start"}  # the failed start, not the restore
+        # the failed start, not the restore
+        assert actions_run(runner) >= {"sglang_server:stopped", "sglang_server:started"}
         assert not lab.healthy()
     finally:
         kept.write_bytes(original)

@@ -18,7 +18,7 @@ import json
 
 from ansible.module_utils import sglang_slo
 from helpers.paths import LOCAL_INVENTORY, REAL_MANIFEST
-from helpers.playbooks import actions_run, experiment_lab_fixture, final_failure, tail
+from helpers.playbooks import action_name, actions_run, experiment_lab_fixture, final_failure, tail
 from helpers.processes import alive
 
 TIER = "t92-slo-cliff"
@@ -111,9 +111,9 @@ def test_the_search_finds_the_simulators_running_request_cap_on_one_live_server(
     assert (after["pid"], after["started_at"]) == (before["pid"], before["started_at"])
     assert alive(after["pid"]) and lab.healthy()
     ran = actions_run(runner)
-    assert "sglang_server_stop" not in ran and "sglang_slo_search" in ran
+    assert "sglang_server:stopped" not in ran and "sglang_slo_search" in ran
     starts = [e for e in runner.events if e.get("event") == "runner_on_ok"
-              and e["event_data"].get("task_action") == "sglang_server_start"]
+              and action_name(e["event_data"]) == "sglang_server:started"]
     assert all(not e["event_data"]["res"].get("changed") for e in starts)
     assert not (lab.run_dir / "sglang.lock").exists()
 

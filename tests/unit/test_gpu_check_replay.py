@@ -136,7 +136,7 @@ def test_schedulers_held_memory_before_the_stop_and_none_after(case):
 
 def test_the_stop_results_gpu_block_is_todays_release_check_of_the_raw_reads(case):
     """The raw reads before and after the stop through today's wait_gpu_released, as module
-    sglang_server_stop calls it (every stopped pid; the read before the stop as ``before``): the
+    sglang_server (state=stopped) calls it (every stopped pid; the read before the stop as ``before``): the
     GPU block the stop result recorded - before and after figures, released, nothing holding,
     memory settled."""
     stop = load_json(case / "stop-result.json")
