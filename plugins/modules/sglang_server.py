@@ -42,6 +42,7 @@ description:
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_server.server
+  - sglang_lab_server.ready
   - sglang_lab_server.psutil
 options:
   state:
@@ -114,48 +115,6 @@ options:
         description: Seconds to poll nvidia-smi until the stopped PIDs no longer hold GPU memory.
         type: float
         default: 60.0
-  ready:
-    description: C(state=ready) - how the ready-wait proceeds.
-    type: dict
-    default: {}
-    suboptions:
-      signatures:
-        description:
-          - The crash-signature catalog, a list of entries (class, regex, fatal, explanation, remedy,
-            optional after / near). Required by C(state=ready).
-        type: list
-        elements: dict
-      timeout_seconds:
-        description: The hard cap - total seconds from the server's start until it counts as hung.
-        type: float
-        default: 3600.0
-      stall_timeout_seconds:
-        description:
-          - Seconds the log may go without progress before the server counts as hung, below the hard
-            cap (any new line but health/info access lines, or a redrawn progress bar is progress).
-            0 disables it.
-        type: float
-        default: 600.0
-      window_seconds:
-        description: Return after this many seconds with RV(pending) to report progress; 0 waits in one call.
-        type: float
-        default: 0.0
-      interval_seconds:
-        description: Seconds between two looks at log, process and health.
-        type: float
-        default: 0.25
-      linger_seconds:
-        description: Seconds to keep reading after the first fatal line, so the excerpt holds the rest of the crash.
-        type: float
-        default: 0.5
-      excerpt_before:
-        description: Log lines before the matching line in RV(excerpt).
-        type: int
-        default: 30
-      excerpt_after:
-        description: Log lines after the matching line in RV(excerpt).
-        type: int
-        default: 10
 attributes:
   check_mode:
     support: full

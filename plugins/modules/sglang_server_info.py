@@ -17,13 +17,16 @@ description:
     experiment lock, and SGLang processes outside the recorded session (C(unmanaged)).
   - With O(classify), a recorded server that does not answer healthy gets
     O(classify_grace_seconds) to die, and its log is read with the crash catalog
-    (O(ready.signatures)) as the ready-wait reads it; the class is in C(sglang_server.crash).
+    (O(ready.signatures)) as the ready-wait reads it, with the other O(ready) settings but its
+    own deadline (O(classify_grace_seconds), not O(ready.timeout_seconds)); the class is in
+    C(sglang_server.crash).
   - Changes nothing.
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_attributes.read_only
   - sglang_lab_facts
   - sglang_lab_server.server
+  - sglang_lab_server.ready
   - sglang_lab_server.psutil
 options:
   health:
@@ -45,45 +48,6 @@ options:
     description: With O(classify), seconds the server may take to die before it counts as hung.
     type: float
     default: 30.0
-  ready:
-    description:
-      - With O(classify), the ready-wait's settings the log is read with (O(ready.signatures) is
-        required then).
-    type: dict
-    default: {}
-    suboptions:
-      signatures:
-        description: The crash-signature catalog (the content of C(data/crash_signatures.yml)).
-        type: list
-        elements: dict
-      timeout_seconds:
-        description: Counted in the progress only (the grace is O(classify_grace_seconds)).
-        type: float
-        default: 3600.0
-      stall_timeout_seconds:
-        description: Seconds without log progress after which the server counts as hung (0 - only the grace).
-        type: float
-        default: 600.0
-      window_seconds:
-        description: Not used by the classification (it waits in one call).
-        type: float
-        default: 0.0
-      interval_seconds:
-        description: Seconds between two looks at log, process and health.
-        type: float
-        default: 0.25
-      linger_seconds:
-        description: Seconds to keep reading after the first fatal line.
-        type: float
-        default: 0.5
-      excerpt_before:
-        description: Log lines before the matching line in the excerpt.
-        type: int
-        default: 30
-      excerpt_after:
-        description: Log lines after the matching line in the excerpt.
-        type: int
-        default: 10
 attributes:
   facts:
     details: Sets C(ansible_facts.sglang_server).
