@@ -207,6 +207,10 @@ class ExperimentLab(PlaybookLab):
     its controller copy and the server's health are at hand."""
 
     host = "sim-local"
+    # The output-quality check (docs/quality.md) costs about 4 s a cycle on inventory/local.yml
+    # (12 prompts x 32 tokens, one at a time, at the simulator's c=1 speed); CI time is short, so
+    # a lab turns it off unless it tests it (tests/integration/test_quality.py).
+    quality_enabled = False
 
     @property
     def ledger(self) -> Path:
@@ -221,6 +225,7 @@ class ExperimentLab(PlaybookLab):
             "sglang_lab_work_dir": str(self.work),
             "sglang_lab_port": self.port,
             "sglang_bench_controller_results_dir": str(self.root / "controller-results"),
+            "sglang_bench_quality_enabled": self.quality_enabled,
         }
 
     def run(self, playbook="experiment.yml", cmdline=None, **extravars):
