@@ -32,7 +32,8 @@ End to end (one experiment cycle: stop old -> start -> ready -> warm-up -> bench
 overhead per cycle = wall time - the server's load time - the traffic time. Target <= 10 s (issue 24; it was
 15 s until 2026-12-06, met at 11-12 s). Traffic is what the
 server spends serving the cycle's requests: the benchmark points and, on our side, the warm-up rounds (one per
-measured concurrency, data/benchmark.yml warmup; the seeds' cycle has none, so the anchor has no warm-up time).
+measured concurrency, data/benchmark.yml warmup; the seeds' cycle has none, so the anchor has no warm-up time)
+and the output-quality check's two passes (docs/quality.md; the record's quality.seconds, none on the anchor).
 Each part is printed on its own.
 * ours: `ansible-playbook playbooks/experiment.yml -e tier=<tier>` (inventory/local.yml, a private work dir and
   a free port, as tests/integration/test_experiment.py does). The baseline tier runs first, unmeasured, so the
@@ -87,9 +88,11 @@ TARGETS = {"crash_detect_s": 2.0, "ready_detect_s": 1.0, "e2e_overhead_s": 10.0}
 E2E_NOTE = ("SYNTHETIC: the SGLang-protocol simulator on this machine (inventory/local.yml settings), not a real "
             "server; overhead_s = wall_s - load_s - traffic_s, where load_s is the server's start -> ready time "
             "(ours: server.json pid_create_time -> wait_ready.json updated_at; anchor: the script's start -> its "
-            "first /health 200) and traffic_s = bench_traffic_s + warmup_s: the sum of bench_serving's `duration` "
-            "over the points (ours: the ledger record; anchor: bench_serving's output files), plus the warm-up "
-            "rounds' wall time (ours: the record's warmup.seconds; the anchor, like the seeds, warms up nothing). "
+            "first /health 200) and traffic_s = bench_traffic_s + warmup_s + quality_s: the sum of "
+            "bench_serving's `duration` over the points (ours: the ledger record; anchor: bench_serving's output "
+            "files), plus the warm-up "
+            "rounds' wall time (ours: the record's warmup.seconds; the anchor, like the seeds, warms up nothing), "
+            "plus the output-quality check's passes (ours: the record's quality.seconds; the anchor checks none). "
             "What remains is orchestration: Ansible, the stop, the checks, the bench_serving client's start-up "
             "(Python, tokenizer, dataset; ours overlaps it with the warm-up, the anchor starts one client per "
             "point, as the seeds did), bench_serving's own 1 s pause and warm-up request per point (both sides), "
@@ -178,6 +181,27 @@ def warmup_seconds(record):
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
         raise ValueError(f"the record's warm-up has no valid seconds: {seconds!r}")
     return float(seconds)
+
+
+def quality_seconds(record):
+    """The output-quality check's wall time of a ledger record (its ``quality.seconds``: the one-at-a-time
+    and the batch pass, docs/quality.md), 0.0 when the record has no check (turned off). Server work, like
+    the warm-up: traffic, not orchestration. A pass that did not run (null) counts 0; a negative or
+    non-numeric value is an error."""
+    quality = record.get("quality")
+    if not quality:
+        return 0.0
+    seconds = quality.get("seconds") if isinstance(quality, dict) else None
+    if not isinstance(seconds, dict):
+        raise ValueError(f"the record's quality check has no seconds: {seconds!r}")
+    total = 0.0
+    for name, value in seconds.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"the record's quality check has no valid {name} seconds: {value!r}")
+        total += float(value)
+    return total
 
 
 def log_ready_epoch(log_text):
@@ -527,7 +551,8 @@ def measure_e2e(tier, baseline_tier, interval, timeout):
         record = measured_record(ledger_records((work / "results" / "ledger.jsonl").read_text()), tier)
         load, sources = record_load_seconds(record, server_state, _read_json(work / "run" / "wait_ready.json"))
         bench_traffic, warmup = traffic_seconds(record["points"]), warmup_seconds(record)
-        traffic = bench_traffic + warmup
+        quality = quality_seconds(record)
+        traffic = bench_traffic + warmup + quality
         settings = bench_settings(record)
         inventory = yaml.safe_load((ROOT / "inventory" / "local.yml").read_text())
         mismatches = inventory_mismatches(record.get("workload"),
@@ -543,6 +568,7 @@ def measure_e2e(tier, baseline_tier, interval, timeout):
         fired_up = log_ready_epoch(_read_text(record["launch"]["server"].get("log")))
         ours = dict(cycle_figure(wall, load, traffic),
                     bench_traffic_s=round(bench_traffic, 3), warmup_s=round(warmup, 3),
+                    quality_s=round(quality, 3),
                     client_wall_s=round(sum(p.get("wall_s") or 0 for p in record["points"]), 3),
                     load_sources=sources, record_id=record.get("record_id"), run_id=record.get("run_id"),
                     load_s_log_check=(round(fired_up - float(server_state.get("pid_create_time") or 0), 1)

@@ -153,6 +153,19 @@ def test_warmup_seconds_refuse_a_warmup_without_valid_seconds(seconds):
         perf.warmup_seconds({**record(), "warmup": {"requests": 4, "seconds": seconds}})
 
 
+def test_quality_seconds_are_both_passes_and_zero_without_the_check():
+    block = {"status": "ok", "seconds": {"single": 4.0, "batch": 0.36}}
+    assert perf.quality_seconds({**record(), "quality": block}) == pytest.approx(4.36)
+    assert perf.quality_seconds({**record(), "quality": {"seconds": {"single": 1.5, "batch": None}}}) == 1.5
+    assert perf.quality_seconds(record()) == 0.0  # the check was turned off
+
+
+@pytest.mark.parametrize("seconds", [None, {"single": "4"}, {"single": -1.0}, {"batch": True}])
+def test_quality_seconds_refuse_a_check_without_valid_seconds(seconds):
+    with pytest.raises(ValueError, match="quality"):
+        perf.quality_seconds({**record(), "quality": {"status": "ok", "seconds": seconds}})
+
+
 # --- load -----------------------------------------------------------------------------------------------------
 
 def test_load_is_pid_creation_to_the_ready_waits_result():
