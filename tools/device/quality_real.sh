@@ -12,15 +12,12 @@
 # the playbooks' output and a summary in REC. About five experiment cycles: one 10-minute device call.
 set -uo pipefail
 REC=$1; shift
+# shellcheck disable=SC2034  # read by phase_run (phase_lib.sh)
 AP=("$@")
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/phase_lib.sh"
 run() {  # name, playbook args...
-  local name=$1; shift
-  local t0 rc
-  t0=$(date +%s.%N)
-  "${AP[@]}" "$@" > "$REC/quality_$name.out" 2>&1; rc=$?
-  echo "quality $name: rc $rc $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
-  grep -E "^quality \(|vs baseline record|batch pass vs|FAILED!" "$REC/quality_$name.out" | head -6 | cut -c1-220 \
-    | sed 's/^/   /'
+  phase_run quality "^quality \(|vs baseline record|batch pass vs|FAILED!" "$@"
 }
 run baseline_1 playbooks/experiment.yml -e tier=baseline
 run baseline_2 playbooks/experiment.yml -e tier=baseline

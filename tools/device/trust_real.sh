@@ -17,15 +17,12 @@
 # about 6-7 min), so run "aa" in one call and the rest in the next, on the warm machine.
 set -uo pipefail
 REC=$1; shift
+# shellcheck disable=SC2034  # read by phase_run (phase_lib.sh)
 AP=("$@")
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/phase_lib.sh"
 run() {  # name, playbook args...
-  local name=$1; shift
-  local t0 rc
-  t0=$(date +%s.%N)
-  "${AP[@]}" "$@" > "$REC/trust_$name.out" 2>&1; rc=$?
-  echo "trust $name: rc $rc $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
-  grep -E "too_short|counter_mismatch|better|worse|indistinguishable|no_verdict|FAILED!" "$REC/trust_$name.out" \
-    | grep -v RETRYING | head -12 | cut -c1-200 | sed 's/^/   /'
+  phase_run trust "too_short|counter_mismatch|better|worse|indistinguishable|no_verdict|FAILED!" "$@"
 }
 CASES=" ${TRUST_CASES:-aa short lie repeats slo} "
 if [[ $CASES == *" aa "* ]]; then
