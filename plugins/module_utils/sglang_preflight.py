@@ -89,7 +89,7 @@ def _as_int(value):
 
 
 def benchmark_problems(cfg, point_timeout_s=None, sharegpt_conversations=None):
-    """What the resolved settings (``__sglang_bench_cfg``) still need for this run.
+    """What the resolved settings (``sglang_bench_cfg``) still need for this run.
 
     ``point_timeout_s`` (sglang_bench_point_timeout_s) must be whole seconds >= 1.
     ``sharegpt_conversations``, given on a simulator target whose dataset is the generated

@@ -13,7 +13,7 @@ description:
   - Run by role sglang_experiment's validate entry point (and playbooks/validate.yml) after the
     tier's launch is composed and before the experiment lock and the verified stop. It reads,
     it changes nothing.
-  - Checks the resolved benchmark settings (role sglang_bench's C(__sglang_bench_cfg)), the
+  - Checks the resolved benchmark settings (role sglang_bench's C(sglang_bench_cfg)), the
     launch's C(--port) (1-65535, the port the lifecycle and the client use, not held by a
     process other than the server this host recorded), the model (a local folder with
     C(config.json) and its weights, or a Hub id complete in the HF cache offline; on the
@@ -49,7 +49,7 @@ options:
     description: The port the benchmark client talks to (C(sglang_bench_port)).
     type: int
   bench_settings:
-    description: The resolved benchmark settings, C(__sglang_bench_cfg) of role sglang_bench's settings step.
+    description: The resolved benchmark settings, C(sglang_bench_cfg) of role sglang_bench's settings step.
     type: dict
     required: true
   bench_point_timeout_s:
@@ -116,7 +116,7 @@ EXAMPLES = r"""
     run_dir: /root/sglang-lab/run
     server_port: 8000
     bench_port: 8000
-    bench_settings: "{{ __sglang_bench_cfg }}"
+    bench_settings: "{{ sglang_bench_cfg }}"
     expect_gpu: true
     disk_paths: [/root/sglang-lab/logs, /root/sglang-lab/results]
 """

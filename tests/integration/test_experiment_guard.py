@@ -88,7 +88,7 @@ def test_a_concurrency_string_is_read_as_its_list(lab, baseline):
     runner = lab.run("validate.yml", tier="baseline", sglang_bench_concurrency="1,10")
     assert runner.status == "successful", tail(runner)
     facts = task_results(runner, "Resolve and check the effective benchmark settings")[0]["ansible_facts"]
-    assert facts["__sglang_bench_cfg"]["concurrency"] == [1, 10]
+    assert facts["sglang_bench_cfg"]["concurrency"] == [1, 10]
     assert task_results(runner, f"{PREFLIGHT} - baseline")[0]["problems"] == []
     assert_untouched(lab, server, before, runner)
 
