@@ -18,8 +18,8 @@ from __future__ import annotations
 class ModuleDocFragment:
     DOCUMENTATION = r"""
 options:
-  host:
-    description: Address of the SGLang server.
+  address:
+    description: Address of the SGLang server, as the target host reaches it (never the inventory host name).
     type: str
     default: 127.0.0.1
   port:

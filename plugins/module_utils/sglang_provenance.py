@@ -430,12 +430,12 @@ def collect_provenance(
     )
 
 
-def provenance_from_params(module, host_key="host", port_key="port", client_python=None, **extra):
+def provenance_from_params(module, host_key="address", port_key="port", client_python=None, **extra):
     """collect_provenance() for a module whose spec has PROVENANCE_ARGUMENT_SPEC and a ``tier``.
 
     The launch, facts and git options come from ``module.params`` as the module got them; the
     server from the options named ``host_key`` and ``port_key`` (sglang_bench and sglang_slo_search
-    call them host and port, sglang_ledger_append server_host and server_port); the versions are
+    call them address and port, sglang_ledger_append server_address and server_port); the versions are
     asked of ``ml_env_python``, else of ``client_python`` (the benchmark client's interpreter),
     through ``module.run_command``, which also runs nvidia-smi; the hostname is this host's.
     ``extra`` goes to collect_provenance() as it is (model, client, fetch_info, ...). Calls the

@@ -411,7 +411,7 @@ def _parse(module, specs):
 def _server_tokenizer(module):
     """The tokenizer the server loaded (/server_info tokenizer_path, else model_path)."""
     p = module.params
-    tokenizer, reason = server_tokenizer(p["host"], p["port"])
+    tokenizer, reason = server_tokenizer(p["address"], p["port"])
     if tokenizer:
         return tokenizer
     if module.check_mode:
@@ -420,7 +420,7 @@ def _server_tokenizer(module):
         msg="sglang_bench: no tokenizer for the benchmark client: tokenizer is not set and "
         "http://{}:{}/server_info gave none ({}). Start the server first, or set "
         "sglang_bench_tokenizer to the model path (GPU node) or the tokenizer folder "
-        "(simulator).".format(p["host"], p["port"], reason),
+        "(simulator).".format(p["address"], p["port"], reason),
         failure_class="server_unreachable",
     )
 
@@ -443,7 +443,7 @@ def _warmup_plan(module):
     if problem:
         module.fail_json(msg=f"sglang_bench: warm-up {problem}")
     return {
-        "url": generate_url(module.params["host"], module.params["port"]),
+        "url": generate_url(module.params["address"], module.params["port"]),
         "rounds": warmup_rounds(settings["requests"], settings["concurrency"], settings["levels"]),
         "input_len": settings["input_len"],
         "max_new_tokens": settings["max_new_tokens"],
@@ -499,7 +499,7 @@ def main():
         warmup=dict(type="dict", options=WARMUP_SETTINGS_OPTIONS),
         output_dir=dict(type="path", required=True),
         client_command=dict(type="list", elements="str"),
-        host=dict(type="str", default="127.0.0.1"),
+        address=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", default=30000),
         concurrency=dict(type="list", elements="int", required=True),
         repeats=dict(type="int", default=1),
@@ -537,7 +537,7 @@ def main():
         min_requests=measurement.get("min_requests") or 0,
     )
     for spec in specs:
-        spec.update(measurement_extras(measurement, p["host"], p["port"]))
+        spec.update(measurement_extras(measurement, p["address"], p["port"]))
 
     if p["mode"] == "parse":
         _parse(module, specs)
@@ -550,7 +550,7 @@ def main():
         for spec in specs:
             spec["argv"] = build_client_argv(
                 [],
-                host=p["host"],
+                host=p["address"],
                 port=p["port"],
                 concurrency=spec["concurrency"],
                 num_prompts=spec["num_prompts"],

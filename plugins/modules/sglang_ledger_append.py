@@ -90,7 +90,7 @@ options:
         collected now when O(collect_provenance) is true.
     type: dict
     default: {}
-  server_host:
+  server_address:
     description: Address of the SGLang server, for C(/server_info).
     type: str
     default: 127.0.0.1
@@ -256,7 +256,7 @@ def _merge_provenance(module):
         return given
     fresh = provenance_from_params(
         module,
-        host_key="server_host",
+        host_key="server_address",
         port_key="server_port",
         model=p["model"],
         fetch_info="server_info" in missing,
@@ -324,7 +324,7 @@ def main():
         crash=dict(type="dict"),
         started_at=dict(type="str"),
         provenance=dict(type="dict", default={}),
-        server_host=dict(type="str", default="127.0.0.1"),
+        server_address=dict(type="str", default="127.0.0.1"),
         server_port=dict(type="int", default=30000),
         model=dict(type="str"),
         warmup=dict(type="dict"),

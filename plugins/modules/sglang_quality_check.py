@@ -81,7 +81,7 @@ from ansible.module_utils.sglang_quality import STATUS_OFF, check_prompt_set, co
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            host=dict(type="str", default="127.0.0.1"),
+            address=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
             prompt_set=dict(type="dict", required=True),
         ),
@@ -94,7 +94,7 @@ def main():
             msg="sglang_quality_check: the prompt set is not valid: " + "; ".join(problems)
             + ". Fix data/quality.yml (docs/quality.md)."
         )
-    url = f"http://{p['host']}:{p['port']}/generate"
+    url = f"http://{p['address']}:{p['port']}/generate"
     if not p["prompt_set"]["enabled"] or module.check_mode:
         why = "check mode: nothing sent" if module.check_mode else "off for this run (enabled: false)"
         module.exit_json(changed=False, quality={

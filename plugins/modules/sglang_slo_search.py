@@ -161,7 +161,7 @@ options:
       - The campaign this search belongs to (role sglang_campaign), kept as the line's
         C(campaign) so that a campaign's report and resume find it (C(name), C(tier), C(key)).
     type: dict
-  inventory_host:
+  host:
     description: The inventory host name recorded as the line's C(host); defaults to the machine's hostname.
     type: str
   run_id:
@@ -169,7 +169,7 @@ options:
     type: str
   record_id:
     description:
-      - Id of the line. Default - derived from O(inventory_host), O(run_id)
+      - Id of the line. Default - derived from O(host), O(run_id)
         and O(tier), so a retried task with the same run id appends nothing
         the second time.
     type: str
@@ -204,7 +204,7 @@ EXAMPLES = r"""
       HF_HUB_OFFLINE: "1"
     port: 8000
     tier: baseline
-    inventory_host: "{{ inventory_hostname }}"
+    host: "{{ inventory_hostname }}"
     slo:
       - metric: p99_ttft_ms
         max: 500
@@ -466,7 +466,7 @@ def _tokenizer(module):
     p = module.params
     if p["tokenizer"]:
         return p["tokenizer"]
-    tokenizer, reason = server_tokenizer(p["host"], p["port"])
+    tokenizer, reason = server_tokenizer(p["address"], p["port"])
     if tokenizer:
         return tokenizer
     if module.check_mode:
@@ -475,7 +475,7 @@ def _tokenizer(module):
         module,
         "no tokenizer for the benchmark client: tokenizer is not set and http://{}:{}/server_info gave none "
         "({}). The search needs a running server: start the tier first (playbooks/slo_search.yml does), or "
-        "set sglang_bench_tokenizer.".format(p["host"], p["port"], reason),
+        "set sglang_bench_tokenizer.".format(p["address"], p["port"], reason),
         failure_class="server_unreachable",
     )
 
@@ -510,13 +510,13 @@ class Prober:
         spec = plan_points([concurrency], 1, probe_dir, num_prompts=prompts)[0]
         # Each probe from a flushed cache when the workload says cold: a value probed again would
         # otherwise measure the first probe's cache hits (the same seed sends the same prompts).
-        spec.update(measurement_extras(measurement, p["host"], p["port"]))
+        spec.update(measurement_extras(measurement, p["address"], p["port"]))
         spec["probe_dir"] = probe_dir
         spec["request_rate"] = format_request_rate(rate)
         warmup = concurrency if (p["probe_warmup"] and not by_rate) else p["client_warmup_requests"]
         spec["argv"] = build_client_argv(
             [],
-            host=p["host"],
+            host=p["address"],
             port=p["port"],
             concurrency=concurrency,
             num_prompts=prompts,
@@ -604,7 +604,7 @@ class Prober:
 def _provenance(module):
     p = module.params
     if not p["collect_provenance"]:
-        info, _reason = fetch_server_info(p["host"], p["port"], timeout=5.0)
+        info, _reason = fetch_server_info(p["address"], p["port"], timeout=5.0)
         synthetic = target_is_simulator(info, p["launch_argv"], p["launch_script"])
         return {"collected": False, "target_is_simulator": synthetic}
     return provenance_from_params(
@@ -659,7 +659,7 @@ def main():
         mode=dict(type="raw", default="0640"),
         output_dir=dict(type="path", required=True),
         client_command=dict(type="list", elements="str", required=True),
-        host=dict(type="str", default="127.0.0.1"),
+        address=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", default=30000),
         request_rate=dict(type="str", default="inf"),
         client_warmup_requests=dict(type="int"),
@@ -667,7 +667,7 @@ def main():
         point_timeout=dict(type="int", default=7200),
         timeout=dict(type="int"),
         tier=dict(type="str", required=True),
-        inventory_host=dict(type="str"),
+        host=dict(type="str"),
         run_id=dict(type="str"),
         record_id=dict(type="str"),
     )
@@ -707,7 +707,7 @@ def main():
             ),
         )
 
-    host = p["inventory_host"] or socket.gethostname()
+    host = p["host"] or socket.gethostname()
     started_at = utc_now()
     run_id = p["run_id"] or "{}-{}-slo".format(started_at.replace("-", "").replace(":", "")[:15] + "Z", p["tier"])
     record_id = p["record_id"] or str(

@@ -150,7 +150,7 @@ SETTING_OPTIONS = ("requests", "concurrency", "levels", "input_len", "max_new_to
 
 def main():
     argument_spec = dict(
-        host=dict(type="str", default="127.0.0.1"),
+        address=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", default=30000),
         requests=dict(type="int", default=8),
         concurrency=dict(type="int", default=2),
@@ -176,7 +176,7 @@ def main():
     problem = check_settings(settings)
     if problem:
         module.fail_json(msg=f"sglang_warmup: {problem}")
-    url = generate_url(p["host"], p["port"])
+    url = generate_url(p["address"], p["port"])
     rounds = warmup_rounds(settings["requests"], settings["concurrency"], settings["levels"])
     if module.check_mode:
         summary = {"url": url, "requests": 0, "succeeded": 0, "latency_s": None, "completion_tokens": None,

@@ -641,9 +641,9 @@ def test_provenance_from_params_reads_the_named_server_options(monkeypatch):
     calls = []
     monkeypatch.setattr(prov, "collect_provenance", lambda **kwargs: calls.append(kwargs) or kwargs)
     monkeypatch.setattr(prov.socket, "gethostname", lambda: "node-a")
-    module = _Module(server_host="10.0.0.2", server_port=31000, host="node-a", launch_argv=["--tp-size", "8"])
+    module = _Module(server_address="10.0.0.2", server_port=31000, launch_argv=["--tp-size", "8"])
 
-    prov.provenance_from_params(module, host_key="server_host", port_key="server_port", model="m", fetch_info=False)
+    prov.provenance_from_params(module, host_key="server_address", port_key="server_port", model="m", fetch_info=False)
 
     assert calls == [
         dict(
@@ -677,7 +677,7 @@ def test_provenance_from_params_reads_the_named_server_options(monkeypatch):
 def test_provenance_from_params_asks_the_ml_env_else_the_client(monkeypatch, ml_env_python, client_python, asked):
     calls = []
     monkeypatch.setattr(prov, "collect_provenance", lambda **kwargs: calls.append(kwargs))
-    module = _Module(host="127.0.0.1", port=30000)
+    module = _Module(address="127.0.0.1", port=30000)
     module.params["ml_env_python"] = ml_env_python
 
     prov.provenance_from_params(module, client_python=client_python)
