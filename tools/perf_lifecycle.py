@@ -593,7 +593,7 @@ def measure_e2e(tier, baseline_tier, interval, timeout):
         anchor_traffic = traffic_seconds(results.values())
         block["anchor"] = dict(
             cycle_figure(anchor["wall_s"], anchor_load_seconds(events), anchor_traffic),
-            bench_traffic_s=round(anchor_traffic, 3), warmup_s=0.0,
+            bench_traffic_s=round(anchor_traffic, 3), warmup_s=0.0, quality_s=0.0,
             client_wall_s=round(sum(p["end"] - p["begin"] for p in events["points"].values()), 3),
             stop_s=round(events["stopped"] - events["begin"], 3) if "stopped" in events and "begin" in events
             else None,
@@ -929,15 +929,17 @@ def print_e2e(e2e, fmt):
             print(f"  (kept for inspection: {e2e['private_dir_kept']})")
         return
     print(f"  concurrency {e2e['concurrency']}, num_prompts {e2e['num_prompts']}")
-    print(f"{'side':<40}{'wall':>8}{'load':>8}{'bench':>8}{'warm-up':>9}{'overhead':>10}{'clients':>9}")
+    print(f"{'side':<40}{'wall':>8}{'load':>8}{'bench':>8}{'warm-up':>9}{'quality':>9}{'overhead':>10}"
+          f"{'clients':>9}")
     for name, side in (("ours (ansible-playbook experiment.yml)", e2e["ours"]),
                        ("anchor (tools/perf_seeds_cycle.sh)", e2e["anchor"])):
         print(f"{name:<40}{fmt(side['wall_s']):>8}{fmt(side['load_s']):>8}{fmt(side['bench_traffic_s']):>8}"
-              f"{fmt(side['warmup_s']):>9}{fmt(side['overhead_s']):>10}{fmt(side['client_wall_s']):>9}")
+              f"{fmt(side['warmup_s']):>9}{fmt(side.get('quality_s', 0.0)):>9}{fmt(side['overhead_s']):>10}"
+              f"{fmt(side['client_wall_s']):>9}")
     print(f"overhead ours/anchor {fmt(e2e['ratio_ours_over_anchor'])}; target ours <= "
           f"{e2e['target_overhead_s']:.0f} s: {'met' if e2e['target_met'] else 'NOT met'} "
-          "(overhead = wall - load - bench traffic - warm-up rounds; clients = the points' bench_serving wall, "
-          "inside the overhead)")
+          "(overhead = wall - load - bench traffic - warm-up rounds - quality check; clients = the points' "
+          "bench_serving wall, inside the overhead)")
     print(f"  load average (1 min) before/after: {e2e['loadavg_1m'].get('before')}/{e2e['loadavg_1m'].get('after')}")
 
 
