@@ -382,6 +382,7 @@ def build_markdown(
         if host in excluded:
             reasons = "; ".join(excluded[host]["reasons"]) or "no reason given"
             out += [f"**The node calibration excluded this host** ({report.md_escape(reasons)}).", ""]
+        out += first_start_lines(data.get("first_start"))
         for workload, part in data["workloads"].items():
             out += workload_sections(host, workload, part, data["synthetic"] or synthetic, order, method)
     out += slo_section(slo)
@@ -389,6 +390,20 @@ def build_markdown(
     if everything:
         out += ["## Problems", ""] + [f"- {report.md_escape(p)}" for p in everything] + [""]
     return "\n".join(out)
+
+
+def first_start_lines(first: dict | None) -> list[str]:
+    """The host's first server start of the campaign (sglang_stats.first_start): taken by the
+    calibration cell, or flagged on the cell that carries it."""
+    if not first:
+        return []
+    if first["taken_by"]:
+        return [f"First start on this host (a cold node): taken by the {first['taken_by']} cell, before "
+                f"cell `{report.md_escape(first['cell'])}`.", ""]
+    return [f"**First start on this host (a cold node): cell `{report.md_escape(first['cell'])}`** (arm "
+            f"{report.md_escape(first['arm'])}). A cold node's first start is often an outlier (on the H200, "
+            "4943 against 7371-7977 output tok/s); the cell is kept in its arm. Enable the campaign's "
+            "`calibration` so that a calibration cell takes that start.", ""]
 
 
 STATUS_RULE = (

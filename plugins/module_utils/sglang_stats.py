@@ -745,8 +745,23 @@ def campaign_analysis(
             "workloads": workloads,
             "status": _host_status(workloads, catalog),
             "aa_holds": _aa_holds(workloads),
+            "first_start": first_start(mine, [c for c in notes["calibration"] if str(c["host"]) == host]),
         }
     return analysis
+
+
+def first_start(cells, calibration):
+    """The host's first server start of the campaign, the cold node's: ``{"cell", "arm", "tier",
+    "taken_by"}``, ``taken_by`` ``calibration`` when a calibration cell ran before every cell (it
+    took the cold start), else None: that cell's numbers carry it (phase-e on the H200: 4943
+    against 7371-7977 output tok/s). Flagged in the report, kept in its arm. Ledger order (``index``)
+    is run order on one host. None when the host has no cell."""
+    if not cells:
+        return None
+    first = min(cells, key=lambda c: c["index"])
+    taken = any(c.get("index") is not None and c["index"] < first["index"] for c in calibration)
+    return {"cell": first["cell"], "arm": first["arm"], "tier": first["tier"],
+            "taken_by": ROLE_CALIBRATION if taken else None}
 
 
 def _aa_holds(workloads):

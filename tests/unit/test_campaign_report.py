@@ -309,6 +309,20 @@ def test_node_calibration_section(tmp_path):
     assert status["baseline~aa"].startswith("indistinguishable")
 
 
+def test_the_first_start_on_a_host_is_flagged_or_said_taken_by_the_calibration(tmp_path):
+    cells = campaign([BASE, BETTER, AA])
+    ledger_path = write_ledger(tmp_path / "results" / "node-a" / "ledger.jsonl", cells)
+    code, markdown, _ = run(tmp_path, [ledger_path])
+    assert code == 0
+    host = markdown.split("## Host node-a", 1)[1]
+    assert f"**First start on this host (a cold node): cell `{cells[0]['campaign']['cell']}`**" in host
+    ledger_path.unlink()
+    ledger_path = write_ledger(ledger_path, [calibration_cell("node-a", 0.7), *cells])
+    code, markdown, _ = run(tmp_path, [ledger_path])
+    assert code == 0 and "taken by the calibration cell" in markdown.split("## Host node-a", 1)[1]
+    assert "**First start on this host" not in markdown
+
+
 def test_excluded_host_is_marked_and_calibration_shown_without_a_file(tmp_path):
     throttled = {**records.CALIBRATION_FILE["hosts"]["node-b"], "reasons": ["throttles"]}
     data = {**records.CALIBRATION_FILE, "hosts": {"node-a": throttled}}

@@ -477,6 +477,19 @@ def test_calibration_records_enter_no_arm_and_no_verdict():
     assert (listed["node-a"]["cell"], listed["node-a"]["status"]) == ("calibration/default/r1", "success")
 
 
+def test_the_first_start_on_a_host_is_flagged_unless_a_calibration_cell_took_it():
+    records = campaign([BASE, ("t02-mscclpp", "tier", NOISE), AA])
+    first = records[0]["campaign"]
+    plain = stats.campaign_analysis(records, "demo")["hosts"]["node-a"]["first_start"]
+    assert plain == {"cell": first["cell"], "arm": first["arm"], "tier": first.get("tier") or records[0]["tier"],
+                     "taken_by": None}
+    calibrated = stats.campaign_analysis([calibration_cell("node-a", 0.7), *records], "demo")
+    assert calibrated["hosts"]["node-a"]["first_start"]["taken_by"] == "calibration"
+    # A calibration record after the first cell took nothing: the first cell still carries the cold start.
+    late = stats.campaign_analysis([records[0], calibration_cell("node-a", 0.7), *records[1:]], "demo")
+    assert late["hosts"]["node-a"]["first_start"] == plain
+
+
 def test_unknown_roles_are_left_out_and_named():
     records = campaign([BASE, ("t02-mscclpp", "tier", NOISE)], repeats=2)
     stray = cell("baseline", 3, sweep(0.5), role="warmup")
