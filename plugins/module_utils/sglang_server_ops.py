@@ -120,15 +120,13 @@ def sub_option(spec):
 
 
 def settings(params, *groups):
-    """The flat settings a state function reads: the server object's fields (``host`` is its
-    address, ``gpu`` its gpu_check), then each named group's options, then the top-level ones."""
-    server = dict(params["server"])
-    flat = dict(server, host=server["address"], gpu=server["gpu_check"])
+    """The flat settings a state function reads: the server object's fields, then each named
+    group's options, then the top-level options that were given (a left-out one is absent)."""
+    flat = dict(params["server"])
     for group in groups:
         flat.update(params.get(group) or {})
-    for key, value in params.items():
-        if key not in ("server",) + groups and (value is not None or key not in flat):
-            flat[key] = value  # a top-level option left out (None) keeps the server object's value
+    flat.update((key, value) for key, value in params.items()
+                if key not in ("server",) + groups and value is not None)
     return flat
 
 
@@ -516,7 +514,6 @@ def watch(module, p, deadline_s=None, save_place=True):
     server = read_json(os.path.join(p["run_dir"], STATE_NAME))
     if not server:
         return None, None, None
-    port = p["port"] or server.get("port")
     log_path = server.get("log")
     started_epoch = parse_iso(server.get("started_at")) or time.time()
     if deadline_s is None:
@@ -563,8 +560,8 @@ def watch(module, p, deadline_s=None, save_place=True):
         log_path=log_path,
         catalog=catalog,
         is_alive=is_alive,
-        host=p["host"],
-        port=port,
+        host=p["address"],
+        port=p["port"],
         deadline_s=deadline_s,
         window_s=p["window_seconds"] or None,
         interval=p["interval_seconds"],
@@ -715,11 +712,12 @@ def run_info(module, p):
     facts["unmanaged"] = unmanaged
 
     if p["health"]:
-        facts["health"] = health_check(p["host"], p["port"], p["health_paths"], p["health_timeout_seconds"])
+        facts["health"] = health_check(p["address"], p["port"], p["health_paths"], p["health_timeout_seconds"])
     else:
         facts["health"] = None
 
-    if p["gpu"] and HAS_NVIDIA_SMI_UTILS:
+    gpu = p.get("gpu", p["gpu_check"])  # sglang_server_info's gpu, else the server object's
+    if gpu and HAS_NVIDIA_SMI_UTILS:
         snapshot = gpu_snapshot(module.run_command, p["nvidia_smi"])
         facts["gpu"] = {
             "available": snapshot.get("available"),
@@ -731,12 +729,12 @@ def run_info(module, p):
     else:
         facts["gpu"] = {
             "available": False,
-            "error": "gpu check disabled" if not p["gpu"] else "module_utils nvidia_smi is not installed",
+            "error": "gpu check disabled" if not gpu else "module_utils nvidia_smi is not installed",
             "gpus": [],
             "server_processes": [],
             "other_processes": [],
         }
-    if p.get("classify"):
+    if p["classify"]:
         healthy = facts["running"] and (facts["health"] or {}).get("status") == "ready"
         facts["crash"] = None if healthy or not facts["recorded"] else classify(module, p, p["classify_grace_seconds"])
     module.exit_json(changed=False, ansible_facts={"sglang_server": facts})

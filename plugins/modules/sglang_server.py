@@ -341,16 +341,17 @@ def main():
     exit_json, fail_json = module.exit_json, module.fail_json
     module.exit_json = lambda **result: exit_json(state=state, **result)
     module.fail_json = lambda msg, **result: fail_json(msg=msg, state=state, **result)
+    p = settings(module.params, "stop", "ready")
     if state == "stopped":
-        run_stopped(module, settings(module.params, "stop", "ready"))
+        run_stopped(module, p)
     elif state == "started":
-        if not module.params["server"]["log_dir"]:
+        if not p["log_dir"]:
             module.fail_json(msg="sglang_server (state=started): server.log_dir (for the server log) is required")
-        run_started(module, settings(module.params, "stop", "ready"))
+        run_started(module, p)
     else:
-        if not module.params["ready"]["signatures"]:
+        if not p["signatures"]:
             module.fail_json(msg="sglang_server (state=ready): ready.signatures, the crash catalog, is required")
-        run_ready(module, settings(module.params, "ready", "stop"))
+        run_ready(module, p)
 
 
 if __name__ == "__main__":
