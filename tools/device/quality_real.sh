@@ -6,10 +6,12 @@
 # 2. tiny-chunk, a tier that changes only the scheduling: its single pass (c=1) is expected unchanged.
 # 3. tiny-fp16 (--dtype float16 against the model's bfloat16), a tier that changes the arithmetic: its
 #    agreement is expected below the A/A floor.
-# 4. The baseline again: unchanged against the floor, or the floor says how far greedy decoding of this
-#    random-weight model wanders by itself.
+# 4. The baseline twice more: unchanged against the floor, or the floor says how far greedy decoding of
+#    this random-weight model wanders by itself. The four baseline records are also issue 23's A/A by
+#    experiment.yml (three consecutive baseline-vs-baseline comparisons, each point with its window, a
+#    flushed cache and the server's counters) and its run-to-run spread across four server starts.
 # Every record's quality block (both passes, batch vs single, the comparison, the seconds) lands in the ledger;
-# the playbooks' output and a summary in REC. About five experiment cycles: one 10-minute device call.
+# the playbooks' output and a summary in REC. About six experiment cycles: one 10-minute device call.
 set -uo pipefail
 REC=$1; shift
 # shellcheck disable=SC2034  # read by phase_run (phase_lib.sh)
@@ -24,6 +26,7 @@ run baseline_2 playbooks/experiment.yml -e tier=baseline
 run chunk playbooks/experiment.yml -e tier=tiny-chunk
 run fp16 playbooks/experiment.yml -e tier=tiny-fp16
 run baseline_3 playbooks/experiment.yml -e tier=baseline
+run baseline_4 playbooks/experiment.yml -e tier=baseline
 python3 - "$REC" <<'PY'
 import json, os, sys
 path = "/tmp/lab/results/ledger.jsonl"
