@@ -12,8 +12,9 @@ no server and no network):
   one series per arm with the repeats' bootstrap intervals as error bars on both axes, and the
   Pareto frontier of the baseline and the tiers that did not crash;
 * the verdict table (the A/A arm's rows are the host's noise floor) with each difference's
-  simultaneous interval, a quality column (the records have no quality check today, and the page
-  says so), and the records behind every row in a details row;
+  simultaneous interval, a quality column (the arm's output-quality verdict on that host,
+  sglang_stats.host_quality; ``no quality check`` for records without one), and the records
+  behind every row in a details row; the output-quality table and the campaign's quality rule;
 * TTFT and TPOT p50 / p99 per concurrency, with the repeats (n) and the requests per cell behind
   each value, as a chart and a table;
 * the failed, excluded and pending cells with their class and remedy;
@@ -59,6 +60,7 @@ STATUS_CLASS = {
     stats.STATUS_MIXED: "mixed",
     stats.STATUS_CRASHED: "worse",
     stats.INDISTINGUISHABLE: "same",
+    stats.STATUS_QUALITY_REGRESSED: "worse",
 }
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 STYLE = """
@@ -479,7 +481,7 @@ def records_details(pairs: list[tuple[dict, dict]]) -> str:
 
 
 def quality_text(pairs: list[tuple[dict, dict]]) -> str:
-    """What the arm's records say about output quality: today they carry no quality check."""
+    """What the arm's records say about output quality, without the host's analysis."""
     found = [r.get("quality") for _, r in pairs if r.get("quality") is not None]
     if not found:
         return NO_QUALITY
@@ -487,7 +489,24 @@ def quality_text(pairs: list[tuple[dict, dict]]) -> str:
     return f"{', '.join(states)} ({len(found)} of {len(pairs)} records)"
 
 
-def verdict_section(where: str, part: dict, order: list[str], records: Records, synthetic: bool, method: dict) -> str:
+def quality_cell(quality: dict | None, name: str, pairs: list[tuple[dict, dict]]):
+    """The quality column of one arm: its verdict on the host (sglang_stats.host_quality, over every
+    workload), red when the campaign's rule flags it."""
+    entry = ((quality or {}).get("arms") or {}).get(name)
+    if not entry:
+        return quality_text(pairs)
+    return (entry["verdict"], "worse") if entry["regressed"] else entry["verdict"]
+
+
+def verdict_section(
+    where: str,
+    part: dict,
+    order: list[str],
+    records: Records,
+    synthetic: bool,
+    method: dict,
+    quality: dict | None = None,
+) -> str:
     arms = part["arms"]
     names = text.arm_order(list(arms), arms, order)
     metrics = [m for m, _ in stats.VERDICT_METRICS]
@@ -509,7 +528,7 @@ def verdict_section(where: str, part: dict, order: list[str], records: Records, 
                     "—",
                     "—",
                     *["— (no ok point)"] * len(metrics),
-                    quality_text(pairs),
+                    quality_cell(quality, name, pairs),
                     (records_details(pairs), "raw"),
                 ]
             )
@@ -525,7 +544,7 @@ def verdict_section(where: str, part: dict, order: list[str], records: Records, 
                     )
                     for m in metrics
                 ]
-                + [quality_text(pairs), (records_details(behind), "raw")]
+                + [quality_cell(quality, name, pairs), (records_details(behind), "raw")]
             )
     families = [
         f"<li><code>{esc(n)}</code>: {md_inline(text.fmt_family(arms[n]['family']))}</li>"
@@ -555,8 +574,9 @@ def verdict_section(where: str, part: dict, order: list[str], records: Records, 
     )
     out.append(f"<ul class='note'>{''.join(families)}</ul>")
     out.append(
-        "<p class='note'>Quality: the ledger records carry no output-quality check today, so every row says "
-        f"'{NO_QUALITY}': a faster tier here is faster, not shown to answer as well.</p>"
+        "<p class='note'>Quality: the arm's output-quality verdict on this host, over every workload (Output "
+        f"quality, above). '{NO_QUALITY}': its records carry none, so a faster tier there is faster, not shown "
+        "to answer as well.</p>"
     )
     if wide:
         out.append(f"<p class='note'>{md_inline(text.WIDE_NOTE)}</p>")
@@ -685,6 +705,11 @@ def top_tables(analysis: dict, order: list[str]) -> str:
         styled.append(cells)
     out = ["<h2 id='status'>Tier status</h2>", f"<p class='note'>{md_inline(text.STATUS_RULE)}</p>"]
     out.append(table(header, styled, synthetic))
+    header, rows = text.quality_rows(analysis, order)
+    out += ["<h2 id='quality'>Output quality</h2>", f"<p class='note'>{md_inline(text.QUALITY_RULE)}</p>"]
+    out.append("<ul class='note'>" + "".join(
+        f"<li>{md_inline(text.quality_rule_line(h, d['quality']))}</li>" for h, d in hosts.items()) + "</ul>")
+    out.append(table(header, rows, synthetic))
     header, rows = text.noise_floor_rows(analysis)
     out += [
         "<h2 id='noise-floor'>Each host's noise floor</h2>",
@@ -750,7 +775,9 @@ def build_html(
             )
             body.append(figure_html(fig, f"pareto-{charts}"))
             charts += 1
-            body.append(verdict_section(where, part, order, joined, host_synthetic, analysis["method"]))
+            body.append(
+                verdict_section(where, part, order, joined, host_synthetic, analysis["method"], data.get("quality"))
+            )
             body.append(f"<h3>TTFT and TPOT percentiles: {md_inline(where)}</h3>")
             body.append(figure_html(latency_figure(plain, part, order, joined, host_synthetic), f"latency-{charts}"))
             charts += 1

@@ -14,7 +14,8 @@ all missing is an error), takes the latest final record of every (host, cell)
 (a cell with only transient failures is listed as pending, not as a crash),
 and writes into DIR:
 
-* ``campaign-<NAME>.md``: the tier status table; each host's noise floor (the
+* ``campaign-<NAME>.md``: the tier status table; the output quality per host and
+  arm with the campaign's quality rule (docs/quality.md); each host's noise floor (the
   A/A verdict and widest interval, one table); with ``--calibration`` (the
   JSON the campaign playbook writes) and any calibration records of the
   ledgers, the node calibration; per host the A/A noise floor, every tier's
@@ -66,6 +67,7 @@ sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 # tools/report.py sits beside this file (its folder is on sys.path): its inputs, formatting and the
 # tier page's status-block replacement are reused, not copied.
 import report  # noqa: E402
+import sglang_quality  # noqa: E402
 import sglang_stats as stats  # noqa: E402
 from sglang_ledger import parse_ledger_text, read_ledger  # noqa: E402
 
@@ -270,6 +272,10 @@ def fmt_status(state: dict) -> str:
         return "not runnable"
     if status == stats.STATUS_NOT_IN_CAMPAIGN:
         return "not in campaign"
+    if status == stats.STATUS_QUALITY_REGRESSED:
+        speed = fmt_status({**state, "status": state["speed_status"]})
+        reason = state["quality"].removeprefix(f"{stats.STATUS_QUALITY_REGRESSED} (").removesuffix(")")
+        return f"**{stats.STATUS_QUALITY_REGRESSED}** ({reason}; speed: {speed})"
     counts = state["verdicts"]
     detail = ", ".join(
         f"{counts[v]} {v}" for v in (stats.BETTER, stats.WORSE, stats.INDISTINGUISHABLE) if counts.get(v)
@@ -362,6 +368,7 @@ def build_markdown(
         "",
     ]
     out += status_section(analysis, order)
+    out += quality_section(analysis, order)
     out += noise_floor_section(analysis)
     out += calibration_section(analysis, calibration)
     if analysis["pending"]:
@@ -409,8 +416,68 @@ def first_start_lines(first: dict | None) -> list[str]:
 STATUS_RULE = (
     "Per host, over every point and workload: crashed when any of its latest cells failed (with the "
     "class); better / worse when some (point, metric) has that verdict and none the other; mixed when "
-    "both; indistinguishable when every decided comparison is; tested when none could be decided."
+    "both; indistinguishable when every decided comparison is; tested when none could be decided. "
+    "quality_regressed, whatever the speed, when the campaign's quality rule flags the tier (Output quality, "
+    "below)."
 )
+QUALITY_RULE = (
+    "Each cell's greedy outputs of the prompt set (docs/quality.md), held against every baseline cell's of "
+    "the same host, over every workload: the arm's token agreement is the mean over those pairs (the lowest "
+    "in brackets). The A/A floor is the lowest agreement of the A/A arm's pairs: the least the baseline "
+    "agreed with itself in this campaign."
+)
+
+
+def quality_rows(analysis: dict, order: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The output-quality table (header, rows): per host and arm, the records with outputs, the token
+    agreement with the baseline and the verdict (sglang_stats.host_quality). Shared by the markdown and
+    the HTML page."""
+    rows = []
+    for host, data in analysis["hosts"].items():
+        arms = data["quality"]["arms"]
+        for name in arm_order(list(arms), data["status"], order):
+            entry = arms[name]
+            agreement = (
+                f"{quality_percent(entry['token_agreement'])} (lowest {quality_percent(entry['min_token_agreement'])})"
+                if entry["token_agreement"] is not None else "—"
+            )
+            identical = f"{entry['identical_share'] * 100:.0f} %" if entry["identical_share"] is not None else "—"
+            verdict = entry["verdict"]
+            if entry["regressed"]:
+                verdict = f"**{verdict}**"
+            rows.append([host, f"`{name}`", f"{entry['with_outputs']} / {entry['records']}", str(entry["pairs"]),
+                         agreement, identical, verdict])
+    header = ["Host", "Arm", "Records with outputs", "Pairs", "Token agreement with the baseline",
+              "Identical prompts", "Quality verdict"]
+    return header, rows
+
+
+def quality_percent(share: float | None) -> str:
+    return sglang_quality.percent(share) if share is not None else "—"
+
+
+def quality_rule_line(host: str, quality: dict) -> str:
+    floor = quality["floor"]
+    floor_text = (
+        f"A/A floor {quality_percent(floor['token_agreement'])} ({floor['pairs']} pair(s) of "
+        f"{', '.join(floor['arms'])})" if floor else f"{sglang_quality.NO_AA_FLOOR} (no A/A arm with outputs)"
+    )
+    rule = quality["rule"]
+    if rule:
+        margin = rule[sglang_quality.RULE_MARGIN]
+        return (f"{host}: {floor_text}. Rule (campaign file `quality.rule`): a tier arm whose agreement is below "
+                f"the A/A floor minus {quality_percent(margin)} is **{stats.STATUS_QUALITY_REGRESSED}**, whatever "
+                "its speed" + ("." if floor else f"; with {sglang_quality.NO_AA_FLOOR} it decides nothing."))
+    return f"{host}: {floor_text}. No rule: the campaign file sets no `quality.rule`, so no tier is flagged."
+
+
+def quality_section(analysis: dict, order: list[str]) -> list[str]:
+    """Per host and arm, the output quality of the campaign's cells and the campaign's rule."""
+    header, rows = quality_rows(analysis, order)
+    out = ["## Output quality", "", QUALITY_RULE, ""]
+    out += [f"- {report.md_escape(quality_rule_line(h, d['quality']))}" for h, d in analysis["hosts"].items()]
+    out += [""] + table(header, rows, analysis["synthetic"])
+    return out + [""]
 NOISE_FLOOR_RULE = (
     "The A/A arm (the baseline tier again, as its own arm) against the baseline, per host and workload. It "
     "must be indistinguishable everywhere; a verdict means that host's intervals understate its noise, "

@@ -66,7 +66,12 @@ DEFAULTS = {
     "slo_search": None,
     "calibration": {},
     "precision": None,
+    "quality": {},
 }
+# The output-quality check in every cell (docs/quality.md "In a campaign"): on unless the file says
+# enabled: false; ``rule`` {aa_floor_margin: m} makes a tier arm whose token agreement with the
+# baseline is below the campaign's A/A floor minus m ``quality_regressed`` in the report.
+QUALITY_DEFAULTS = {"enabled": True, "rule": None}
 # Repeats to a precision (docs/campaign-statistics.md, "Repeats to a precision"): after the planned
 # repeats, an arm gets one more interleaved round while the simultaneous interval of its mean
 # (log scale, over its workloads and concurrencies) is wider than +-target_pct, until max_repeats.
@@ -147,6 +152,9 @@ def check_campaign(data, schema, known_tiers, source="the campaign file", runnab
     for workload in campaign["workloads"]:
         workload.setdefault("settings", {})
     campaign["calibration"] = {**CALIBRATION_DEFAULTS, **(campaign.get("calibration") or {})}
+    campaign["quality"] = {**QUALITY_DEFAULTS, **(campaign.get("quality") or {})}
+    if campaign["quality"]["rule"] and not campaign["quality"]["enabled"]:
+        problems.append(f"{source}: quality.rule needs the quality check, which quality.enabled false turns off")
     if campaign.get("precision") is not None:
         campaign["precision"] = {**PRECISION_DEFAULTS, **campaign["precision"]}
         if campaign["precision"]["max_repeats"] < campaign["repeats"]:
@@ -155,8 +163,8 @@ def check_campaign(data, schema, known_tiers, source="the campaign file", runnab
         if campaign["order"] != "interleaved":
             problems.append(f"{source}: precision needs order interleaved: its extra rounds are rounds of every arm "
                             "short of the target")
-        if problems:
-            raise CampaignError(problems)
+    if problems:
+        raise CampaignError(problems)
     if known_tiers is None:  # the controller's first look: the file's own shape only
         campaign["not_runnable"] = []
         return campaign
@@ -544,6 +552,8 @@ def cell_record(campaign, cell, attempt, fingerprint):
         "attempt": int(attempt),
         "fingerprint": dict(fingerprint or {}),
         **({"precision": dict(campaign["precision"])} if campaign.get("precision") else {}),
+        **({"quality_rule": dict(campaign["quality"]["rule"])}
+           if (campaign.get("quality") or {}).get("rule") else {}),
     }
 
 

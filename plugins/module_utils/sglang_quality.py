@@ -455,3 +455,113 @@ def quality_lines(comparison):
             + (f", token agreement {percent(batch['token_agreement'])}" if batch["token_agreement"] is not None else "")
         )
     return lines
+
+
+# --- the campaign's quality verdict and rule (docs/quality.md "In a campaign") --------------
+
+QUALITY_REGRESSED = "quality_regressed"
+NO_AA_FLOOR = "no A/A floor"
+NO_QUALITY = "no quality check"
+NO_SUCCESS = "no successful cell"
+# The campaign file's rule (data/campaigns/schema.json, campaign key ``quality.rule``).
+RULE_MARGIN = "aa_floor_margin"
+
+
+def _agreements(records, baselines):
+    """``compare`` of every (record, baseline record) pair that shares a quality key."""
+    out = []
+    for record in records:
+        for base in baselines:
+            if base is record or quality_key(base) != quality_key(record):
+                continue
+            out.append(compare(record["quality"]["outputs"]["single"], base["quality"]["outputs"]["single"]))
+    return out
+
+
+def campaign_quality(arms, baseline_arm, aa_arms=(), rule=None):
+    """One host's output quality per campaign arm, with the campaign's rule.
+
+    ``arms``: ``{arm: [record, ...]}``, the successful records of each arm on one host (every
+    workload: greedy outputs do not depend on the benchmark's workload; an empty list says ``no
+    successful cell``); ``baseline_arm`` names
+    the baseline's, ``aa_arms`` the A/A arms' (the baseline tier again, as its own arm);
+    ``rule``: the campaign file's ``quality.rule`` (``{"aa_floor_margin": m}``) or None.
+
+    Every record with outputs is held against every baseline-arm record with outputs of the same
+    quality key (``compare`` on the single pass). An arm's ``token_agreement`` is the mean over its
+    pairs; the **A/A floor** is the lowest agreement of an A/A arm's pairs: the least the baseline
+    agreed with itself in this campaign (None when no A/A arm has outputs: ``no A/A floor``, never
+    another number). With a rule, a tier arm whose agreement is below ``floor - aa_floor_margin``
+    is ``regressed`` (``quality_regressed``); without a floor the rule cannot decide
+    (``regressed`` None). A tier whose outputs differ between runs as much as the baseline's own
+    never falls below the floor at margin 0: its mean is at least the A/A arm's lowest.
+
+    Returns ``{"rule", "floor": {"token_agreement", "pairs", "arms"} or None, "arms": {arm:
+    {"records", "with_outputs", "off", "failed", "errors", "pairs", "token_agreement",
+    "min_token_agreement", "identical_share", "regressed", "verdict"}}}``.
+    """
+    margin = (rule or {}).get(RULE_MARGIN)
+
+    def ok(records):
+        return [r for r in records if _has_outputs(r)]
+
+    baselines = ok(arms.get(baseline_arm) or [])
+    floor_pairs = [c for a in aa_arms for c in _agreements(ok(arms.get(a) or []), baselines)
+                   if c["token_agreement"] is not None]
+    floor = (
+        {"token_agreement": min(c["token_agreement"] for c in floor_pairs), "pairs": len(floor_pairs),
+         "arms": sorted(a for a in aa_arms if ok(arms.get(a) or []))}
+        if floor_pairs else None
+    )
+    result = {"rule": dict(rule) if rule else None, "floor": floor, "arms": {}}
+    for name, records in arms.items():
+        blocks = [r.get("quality") for r in records if isinstance(r.get("quality"), dict)]
+        mine = ok(records)
+        pairs = [c for c in _agreements(mine, baselines) if c["token_agreement"] is not None]
+        entry = {
+            "records": len(records),
+            "with_outputs": len(mine),
+            "off": sum(1 for b in blocks if b.get("status") == STATUS_OFF),
+            "failed": sum(1 for b in blocks if b.get("status") == STATUS_FAILED),
+            "errors": sorted({str(b.get("error")) for b in blocks if b.get("status") == STATUS_FAILED}),
+            "pairs": len(pairs),
+            "token_agreement": sum(c["token_agreement"] for c in pairs) / len(pairs) if pairs else None,
+            "min_token_agreement": min(c["token_agreement"] for c in pairs) if pairs else None,
+            "identical_share": (sum(c["identical"] for c in pairs) / sum(c["prompts"] for c in pairs)
+                                if pairs and sum(c["prompts"] for c in pairs) else None),
+            "regressed": None,
+            "verdict": None,
+        }
+        role_baseline, role_aa = name == baseline_arm, name in aa_arms
+        if not records:
+            entry["verdict"] = NO_SUCCESS
+        elif not blocks:
+            entry["verdict"] = NO_QUALITY
+        elif not mine:
+            entry["verdict"] = (VERDICT_OFF if entry["off"] == len(blocks) and not entry["failed"]
+                                else f"{VERDICT_FAILED} ({'; '.join(entry['errors']) or 'no outputs'})")
+        elif role_baseline:
+            entry["verdict"] = f"reference ({len(mine)} record(s) with outputs)"
+        elif not pairs:
+            entry["verdict"] = VERDICT_NO_BASELINE
+        else:
+            same = all(unchanged(c) for c in pairs)
+            if role_aa:
+                entry["verdict"] = (VERDICT_UNCHANGED if same else
+                                    f"{VERDICT_CHANGED} (agreement {percent(entry['token_agreement'])})")
+                entry["verdict"] += f": A/A floor {percent(floor['token_agreement'])}" if floor else ""
+            else:
+                against = f"A/A {percent(floor['token_agreement'])}" if floor else NO_AA_FLOOR
+                entry["verdict"] = (VERDICT_UNCHANGED if same else
+                                    f"{VERDICT_CHANGED} (agreement {percent(entry['token_agreement'])} vs {against})")
+                if margin is not None and floor is not None:
+                    entry["regressed"] = entry["token_agreement"] < floor["token_agreement"] - margin
+                    if entry["regressed"]:
+                        entry["verdict"] = (
+                            f"{QUALITY_REGRESSED} (agreement {percent(entry['token_agreement'])} < A/A floor "
+                            f"{percent(floor['token_agreement'])} - margin {percent(margin)})"
+                        )
+                elif margin is not None:
+                    entry["verdict"] += f"; rule not applied: {NO_AA_FLOOR}"
+        result["arms"][name] = entry
+    return result

@@ -95,6 +95,7 @@ try:  # Inside AnsiballZ.
         finite_numbers,
         welch_interval,
     )
+    from ansible.module_utils.sglang_quality import QUALITY_REGRESSED, campaign_quality
 except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
     from sglang_campaign import arm_precision, is_final
     from sglang_compare import METRICS, VERDICT_METRICS, model_key, record_value, simulator_key, workload_key
@@ -114,6 +115,7 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
         finite_numbers,
         welch_interval,
     )
+    from sglang_quality import QUALITY_REGRESSED, campaign_quality
 
 # The comparison itself (compare, compare_family, welch_interval and the verdict names) lives in
 # sglang_interval, standard library only, so that the experiment's modules and the campaign report
@@ -128,6 +130,9 @@ STATUS_MIXED = "mixed"  # better at some (point, metric), worse at others
 STATUS_CRASHED = "crashed"  # at least one of its latest cells failed (classes given)
 STATUS_NOT_RUNNABLE = "not_runnable"  # the tier catalog says it cannot run yet
 STATUS_NOT_IN_CAMPAIGN = "not_in_campaign"  # runnable, but no cell of this campaign ran it
+# The campaign's quality rule (campaign file quality.rule, docs/quality.md): the tier's output agreement
+# with the baseline fell below the A/A floor minus the margin. Wins over any speed status (not crashed).
+STATUS_QUALITY_REGRESSED = QUALITY_REGRESSED
 
 # Campaign roles. The arms' roles: compared with the baseline (or the baseline itself).
 ROLE_BASELINE = "baseline"
@@ -706,7 +711,9 @@ def campaign_analysis(
     {"baseline_arm", "reference", "excluded", "problems", "arms": {arm: {"arm", "role", "tier",
     "cells", "concurrencies", "points": {c: {metric: summary}}, "warmup", "comparison": {c:
     {metric: compare result}} | None, "family": compare_family's family | None, "status"}},
-    "aa": [noise floor]}}, "status": {arm or tier: arm status + "role", "tier"}, "aa_holds"}}}``.
+    "aa": [noise floor]}}, "status": {arm or tier: arm status + "role", "tier", "quality" (the arm's
+    quality verdict), "speed_status" (only when the quality rule replaced the status)}, "quality":
+    host_quality, "aa_holds"}}}``.
     """
     options = {"confidence": confidence, "resamples": resamples, "seed": seed}
     name, cells, notes = campaign_cells(records, campaign)
@@ -740,14 +747,47 @@ def campaign_analysis(
         for workload in sorted({c["workload"] for c in mine}):
             workloads[workload] = _workload_analysis([c for c in mine if c["workload"] == workload], options)
             analysis["problems"] += [f"{host}/{workload}: {p}" for p in workloads[workload]["problems"]]
+        quality = host_quality(mine)
         analysis["hosts"][host] = {
             "synthetic": any(c["record"].get("target_is_simulator") for c in mine),
             "workloads": workloads,
-            "status": _host_status(workloads, catalog),
+            "status": apply_quality_rule(_host_status(workloads, catalog), quality),
+            "quality": quality,
             "aa_holds": _aa_holds(workloads),
             "first_start": first_start(mine, [c for c in notes["calibration"] if str(c["host"]) == host]),
         }
     return analysis
+
+
+def host_quality(cells):
+    """The output quality of one host's arms (sglang_quality.campaign_quality) from its cells: the
+    successful records of each arm over every workload, the baseline arm and the A/A arms by role,
+    and the rule the latest cell's record carries (``campaign.quality_rule``, from the campaign
+    file's ``quality.rule``; None without one)."""
+    arms, roles = {}, {}
+    for cell in cells:
+        roles.setdefault(cell["arm"], cell["role"])
+        mine = arms.setdefault(cell["arm"], [])
+        if cell["record"].get("status") == "success":
+            mine.append(cell["record"])
+    baselines = sorted(a for a, r in roles.items() if r == ROLE_BASELINE)
+    rule = next((meta["quality_rule"] for meta in (c["record"].get("campaign") or {} for c in reversed(cells))
+                 if meta.get("quality_rule")), None)
+    return campaign_quality(arms, baselines[0] if baselines else None,
+                            sorted(a for a, r in roles.items() if r == ROLE_AA), rule)
+
+
+def apply_quality_rule(status, quality):
+    """``status`` (_host_status) with the quality verdict of each arm (``quality``), and the status
+    ``quality_regressed`` for a tier arm the campaign's rule flags, whatever its speed verdict (kept
+    as ``speed_status``). A crashed arm stays crashed: it cannot be deployed either way."""
+    for name, state in status.items():
+        entry = quality["arms"].get(name)
+        state["quality"] = entry["verdict"] if entry else None
+        if entry and entry["regressed"] and state["role"] == ROLE_TIER and state["status"] != STATUS_CRASHED:
+            state["speed_status"] = state["status"]
+            state["status"] = STATUS_QUALITY_REGRESSED
+    return status
 
 
 def first_start(cells, calibration):

@@ -124,7 +124,8 @@ def test_synthetic_title_every_table_and_png(tmp_path):
     assert markdown.startswith("# Campaign `demo` — SYNTHETIC (simulator)")
     assert "## Host sim-local — SYNTHETIC" in markdown
     found = tables(markdown)
-    assert len(found) == 9  # status, noise floors, A/A, verdicts, precision, medians, percentiles, warm-up, failed
+    # status, output quality, noise floors, A/A, verdicts, precision, medians, percentiles, warm-up, failed
+    assert len(found) == 10
     assert all("SYNTHETIC" in t[0].split("|")[1] for t in found), [t[0] for t in found]
     chunks = png_text_chunks(png)
     assert chunks["Title"].startswith("SYNTHETIC") and "SYNTHETIC" in chunks["Description"]

@@ -381,3 +381,144 @@ def test_the_report_shows_the_quality_verdict_of_a_record_that_has_one():
     assert "Output quality: outputs changed (agreement 62 % vs A/A 100 %) - below the A/A floor." in text
     del ledger[2]["quality"]
     assert "Output quality" not in report.build_markdown(ledger[2:], [], 0.95, "baseline", [])
+
+
+# --- in a campaign: the A/A floor of the campaign's own A/A arm, and the rule ----------------------
+
+RULE = {"aa_floor_margin": 0.05}
+NOISY = {"a": [1, 2, 3, 4], "b": [5, 6, 7, 9]}  # 7 of 8 tokens agree with SAME
+
+
+def arms(**by_arm):
+    """``{arm: [records]}`` from ``arm=[(record id, ids_by_prompt), ...]``."""
+    return {arm.replace("_aa", "~aa"): [record(rid, arm.split("_aa")[0], ids) for rid, ids in items]
+            for arm, items in by_arm.items()}
+
+
+def test_the_rule_flags_a_tier_below_the_aa_floor_minus_the_margin():
+    result = q.campaign_quality(
+        arms(baseline=[("b1", SAME), ("b2", SAME)], baseline_aa=[("a1", SAME), ("a2", SAME)],
+             fast=[("t1", CHANGED), ("t2", CHANGED)], same=[("s1", SAME), ("s2", SAME)]),
+        "baseline", ["baseline~aa"], RULE)
+    assert result["floor"] == {"token_agreement": 1.0, "pairs": 4, "arms": ["baseline~aa"]}
+    fast = result["arms"]["fast"]
+    assert fast["regressed"] is True and fast["pairs"] == 4 and fast["token_agreement"] == 0.625
+    assert fast["verdict"] == "quality_regressed (agreement 62 % < A/A floor 100 % - margin 5 %)"
+    assert result["arms"]["same"]["regressed"] is False and result["arms"]["same"]["verdict"] == "outputs unchanged"
+    assert result["arms"]["baseline~aa"]["verdict"] == "outputs unchanged: A/A floor 100 %"
+    assert result["arms"]["baseline"]["regressed"] is None
+    assert result["arms"]["baseline"]["verdict"] == "reference (2 record(s) with outputs)"
+
+
+@pytest.mark.parametrize(("margin", "regressed"), [(0.0, True), (0.37, True), (0.375, False), (0.5, False)])
+def test_the_margin_is_subtracted_from_the_floor(margin, regressed):
+    result = q.campaign_quality(arms(baseline=[("b1", SAME)], baseline_aa=[("a1", SAME)], fast=[("t1", CHANGED)]),
+                                "baseline", ["baseline~aa"], {"aa_floor_margin": margin})
+    assert result["arms"]["fast"]["regressed"] is regressed  # agreement 0.625 against 1.0 - margin
+    assert result["arms"]["fast"]["verdict"].startswith("quality_regressed" if regressed else "outputs changed")
+
+
+def test_the_floor_is_the_lowest_aa_pair_so_a_tier_as_noisy_as_the_baseline_is_not_flagged():
+    # The baseline's own runs differ (A/A: 7/8 and 8/8); a tier that differs as much is not flagged at
+    # margin 0, one that differs more is.
+    result = q.campaign_quality(
+        arms(baseline=[("b1", SAME)], baseline_aa=[("a1", NOISY), ("a2", SAME)],
+             like=[("l1", NOISY), ("l2", SAME)], worse=[("w1", CHANGED), ("w2", NOISY)]),
+        "baseline", ["baseline~aa"], {"aa_floor_margin": 0.0})
+    assert result["floor"]["token_agreement"] == 0.875
+    assert result["arms"]["like"]["regressed"] is False and result["arms"]["like"]["token_agreement"] == 0.9375
+    assert result["arms"]["worse"]["regressed"] is True and result["arms"]["worse"]["min_token_agreement"] == 0.625
+
+
+def test_without_an_aa_arm_there_is_no_floor_and_none_is_invented():
+    # Two baseline records could be held against each other, but they are not the campaign's A/A arm.
+    result = q.campaign_quality(arms(baseline=[("b1", SAME), ("b2", SAME)], fast=[("t1", CHANGED)]),
+                                "baseline", [], RULE)
+    assert result["floor"] is None
+    assert result["arms"]["fast"]["regressed"] is None
+    assert result["arms"]["fast"]["verdict"] == (
+        "outputs changed (agreement 62 % vs no A/A floor); rule not applied: no A/A floor")
+
+
+def test_without_a_rule_nothing_is_flagged():
+    result = q.campaign_quality(arms(baseline=[("b1", SAME)], baseline_aa=[("a1", SAME)], fast=[("t1", CHANGED)]),
+                                "baseline", ["baseline~aa"])
+    assert result["rule"] is None and result["arms"]["fast"]["regressed"] is None
+    assert result["arms"]["fast"]["verdict"] == "outputs changed (agreement 62 % vs A/A 100 %)"
+
+
+def test_off_failed_missing_and_another_prompt_set_say_so():
+    data = arms(baseline=[("b1", SAME)], baseline_aa=[("a1", SAME)])
+    data["off"] = [record("o1", "off", SAME, quality_status="off")]
+    data["failed"] = [record("f1", "failed", SAME, quality_status="failed")]
+    data["old"] = [{"record_id": "x", "tier": "old", "status": "success"}]
+    data["other"] = [record("p1", "other", CHANGED, sha="s2")]
+    result = q.campaign_quality(data, "baseline", ["baseline~aa"], RULE)
+    verdicts = {name: entry["verdict"] for name, entry in result["arms"].items()}
+    assert verdicts["off"] == "quality check off"
+    assert verdicts["failed"] == "quality check failed (HTTP 500)"
+    assert verdicts["old"] == "no quality check"
+    assert verdicts["other"] == "no baseline outputs"
+    assert not any(entry["regressed"] for entry in result["arms"].values())
+
+
+def with_quality(records, ids_by_prompt, rule=None):
+    for rec in records:
+        rec["quality"] = record("x", "x", ids_by_prompt)["quality"]
+        if rule:
+            rec["campaign"]["quality_rule"] = dict(rule)
+    return records
+
+
+def test_the_campaign_report_says_quality_regressed_whatever_the_speed(tmp_path):
+    import campaign_report
+    import sglang_stats
+    from helpers.records import AA, BASE, CRASH, NOISE, campaign, cell, write_ledger
+
+    faster = ("t02-mscclpp", "tier", tuple(1.2 * f for f in NOISE))
+    records = with_quality(campaign([BASE, AA], repeats=3), SAME, RULE)
+    records += with_quality(campaign([faster], repeats=3), CHANGED, RULE)
+    records += with_quality(campaign([("t03-single-batch-overlap", "tier", NOISE)], repeats=3), SAME, RULE)
+    records += [cell("t01-piecewise-cuda-graph", 1, [], failure=CRASH)]
+    analysis = sglang_stats.campaign_analysis(records, "demo")
+    host = analysis["hosts"]["node-a"]
+    assert host["quality"]["floor"]["token_agreement"] == 1.0
+    status = host["status"]
+    assert status["t02-mscclpp"]["status"] == "quality_regressed"  # faster, but its answers changed
+    assert status["t02-mscclpp"]["speed_status"] == "better"
+    assert status["t03-single-batch-overlap"]["status"] != "quality_regressed"
+    assert status["t03-single-batch-overlap"]["quality"] == "outputs unchanged"
+    assert status["t01-piecewise-cuda-graph"]["status"] == "crashed"
+
+    write_ledger(tmp_path / "ledger.jsonl", records)
+    out = tmp_path / "out"
+    assert campaign_report.main(["--ledger", str(tmp_path / "ledger.jsonl"), "--campaign", "demo",
+                                 "--out-dir", str(out)]) == 0
+    markdown = (out / "campaign-demo.md").read_text()
+    assert "| t02-mscclpp | **quality_regressed** (agreement 62 % < A/A floor 100 % - margin 5 %; speed: better (" \
+        in markdown
+    assert "| node-a | `t01-piecewise-cuda-graph` | 0 / 0 | 0 | — | — | no successful cell |" in markdown
+    assert "## Output quality" in markdown
+    assert "A/A floor 100 % (9 pair(s) of baseline~aa)" in markdown  # 3 A/A records x 3 baseline records
+    assert "| node-a | `t02-mscclpp` | 3 / 3 | 9 | 62 % (lowest 62 %) | 50 % | **quality_regressed" in markdown
+
+
+def test_the_campaign_file_turns_the_check_off_and_sets_the_rule():
+    import json as _json
+
+    import sglang_campaign
+    schema = _json.loads((REPO / "data" / "campaigns" / "schema.json").read_text())
+    base = {"name": "x", "tiers": ["t"]}
+    assert sglang_campaign.check_campaign(base, schema, None)["quality"] == {"enabled": True, "rule": None}
+    ruled = sglang_campaign.check_campaign({**base, "quality": {"rule": RULE}}, schema, None)
+    assert ruled["quality"] == {"enabled": True, "rule": RULE}
+    cell = {"cell": "t/w/r1", "key": "k", "arm": "t", "role": "tier", "tier": "t", "workload": "w", "repeat": 1}
+    assert sglang_campaign.cell_record(ruled, cell, 1, {})["quality_rule"] == RULE
+    assert "quality_rule" not in sglang_campaign.cell_record(
+        sglang_campaign.check_campaign(base, schema, None), cell, 1, {})
+    for bad, words in [({"rule": {"aa_floor_margin": 2}}, "greater than the maximum"),
+                       ({"rule": {"margin": 0.1}}, "Additional properties"),
+                       ({"enabled": "no"}, "is not of type 'boolean'"),
+                       ({"enabled": False, "rule": RULE}, "quality.rule needs the quality check")]:
+        with pytest.raises(sglang_campaign.CampaignError, match=words):
+            sglang_campaign.check_campaign({**base, "quality": bad}, schema, None)
