@@ -16,6 +16,7 @@ code that would decide differently on real SGLang fails here.
 from __future__ import annotations
 
 import datetime
+import gzip
 import io
 import json
 import re
@@ -57,7 +58,10 @@ def records(folder=REC):
 
 
 def timeline(folder=REC):
-    return [json.loads(line) for line in (folder / "timeline.jsonl").read_text().splitlines() if line.strip()]
+    # tools/device/record.py writes timeline.jsonl; it is committed gzipped (a tenth of the size), since
+    # the whole working tree travels to the device with the kit, under the carry's 64 MiB.
+    text = gzip.decompress((folder / "timeline.jsonl.gz").read_bytes()).decode()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def log_of(record):
