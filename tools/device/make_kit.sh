@@ -16,6 +16,27 @@ if [ ! -f .whl/.built ]; then
   rm -f .whl/zstandard-*.whl
   touch .whl/.built
 fi
+# SGLang's diffusion runtime (sglang/multimodal_gen, 2.4 MB of the wheel) is left out: only `sglang serve`
+# of a diffusion model imports it, never sglang.launch_server, and the working tree travels beside the kit
+# under the same 64 MiB. The wheel's RECORD loses the same lines, so what pip installs matches it.
+"$PY" - .whl/sglang-*.whl <<'STRIP'
+import os, sys, zipfile
+path = sys.argv[1]
+drop = "sglang/multimodal_gen/"
+with zipfile.ZipFile(path) as src:
+    if not any(i.filename.startswith(drop) for i in src.infolist()):
+        sys.exit(0)
+    tmp = path + ".tmp"
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            if info.filename.startswith(drop):
+                continue
+            data = src.read(info)
+            if info.filename.endswith(".dist-info/RECORD"):
+                data = b"".join(line for line in data.splitlines(keepends=True) if not line.startswith(drop.encode()))
+            dst.writestr(info, data)
+os.replace(tmp, path)
+STRIP
 pin() { grep -i "^$1==" constraints.txt | cut -d= -f3; }
 mkdir -p .awhl
 "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
