@@ -314,6 +314,8 @@ SOURCE_SWEEP = {
         "0.5.17", "0.5.23"),
     ("model_arch_unsupported", "Model architectures .+ are not supported for now"): (
         "0.5.10.post1", "0.5.17", "0.5.23"),
+    # srt/configs/internvl.py: "Unsupported architecture: {}" names a model architecture
+    ("model_arch_unsupported", "Unsupported architectures?: \\S+"): ("0.5.10.post1", "0.5.17", "0.5.23"),
     ("port_in_use", "Could not bind port [0-9]+ on any configured address family"): (
         "0.5.10.post1", "0.5.17", "0.5.23"),
     ("scheduler_exception", "DataParallelController hit an exception"): ("0.5.10.post1", "0.5.17", "0.5.23"),
