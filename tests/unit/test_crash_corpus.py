@@ -21,7 +21,7 @@ CORPUS = FIXTURES / "crashlogs"
 ACCURACY_FLOOR = 0.99  # committed_accuracy may rise above it, never drop below (fit: 95/95)
 # Per held-out cohort (index.yml `cohort`, docs/crash-corpus.md): the score of the catalogue that
 # first met the cohort's logs after learning from the fit part of the same change; may only rise.
-HELDOUT_FLOORS = {1: 0.72, 2: 0.78, 3: 0.84, 4: 0.66}
+HELDOUT_FLOORS = {1: 0.72, 2: 0.80, 3: 0.84, 4: 0.66}
 # Per held-out cohort: crash logs given the fallback today; may only fall.
 HELDOUT_FALLBACK_CEILINGS = {1: 4, 2: 5, 3: 3, 4: 3}
 # A recording's source: its path in the workspace's shared folder (beside the checkout), where the
