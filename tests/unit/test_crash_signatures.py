@@ -174,6 +174,10 @@ SINGLE_LINES = [
      "/home/admin2/.sglang/lib/python3.12/site-packages/flashinfer/data/include/flashinfer/trtllm/fmha/"
      "fmhaRunner.cuh:37: Unsupported architecture",
      "https://github.com/sgl-project/sglang/issues/40558"),
+    ("model_arch_unsupported",
+     "ValueError: Unsupported architecture: MiniCPMForCausalLM",
+     "sglang 0.5.10.post1 / 0.5.17 / 0.5.23 srt/configs/internvl.py (format rendered): a model's LLM "
+     "architecture, not a GPU one"),
     ("scheduler_watchdog_timeout",
      "[2025-08-02 19:24:30 TP3] Watchdog timeout (self.watchdog_timeout=300)",
      "https://github.com/sgl-project/sglang/issues/7783"),
