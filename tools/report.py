@@ -56,6 +56,7 @@ from sglang_compare import (  # noqa: E402
 )
 from sglang_ledger import latest_record, read_ledger  # noqa: E402
 from sglang_quality import BELOW_FLOOR, quality_comparison  # noqa: E402
+from sglang_workload_options import extra_identity  # noqa: E402
 
 STATUS_BEGIN = PAGE_STATUS_BEGIN.format(tier="<id>")  # the begin marker as messages name it
 SYNTHETIC_TEXT = (
@@ -271,7 +272,8 @@ def build_markdown(
                 f"Workload of the newest record: {workload.get('dataset_name')} dataset, input "
                 f"{workload.get('input_len')} / output {workload.get('output_len')} tokens, range ratio "
                 f"{workload.get('random_range_ratio')}, request rate {workload.get('request_rate')}, "
-                f"seed {workload.get('seed')}.",
+                f"seed {workload.get('seed')}"
+                + "".join(f", {name} {value}" for name, value in extra_identity(workload)) + ".",
                 "",
             ]
         for tier in order:

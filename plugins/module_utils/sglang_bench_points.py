@@ -207,6 +207,20 @@ def format_request_rate(value):
     return repr(float(value))
 
 
+def client_settings(workload):
+    """build_client_argv's keyword arguments from a workload (sglang_workload_options.WORKLOAD_OPTIONS):
+    the bench_serving settings every point of it shares. The one place a workload setting becomes
+    a client argument."""
+    return dict(
+        input_len=workload["input_len"],
+        output_len=workload["output_len"],
+        dataset_name=workload.get("dataset_name") or "random",
+        dataset_path=workload.get("dataset_path"),
+        range_ratio=workload.get("random_range_ratio", 1.0),
+        seed=workload.get("seed", 1),
+    )
+
+
 def build_client_argv(
     client_command,
     host,

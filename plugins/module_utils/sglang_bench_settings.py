@@ -15,8 +15,19 @@ from the command line are strings) count as those numbers.
 
 Precedence: a campaign workload's settings (``workload``, keyed by the setting
 names below, e.g. ``concurrency`` or ``warmup.requests``) over the inventory's
-sglang_bench_* overrides over data/benchmark.yml. A campaign file says exactly
-what each of its cells measures, so nothing in the inventory may change it.
+sglang_bench_* overrides (one variable per setting of OVERRIDES) over the
+inventory's ``sglang_bench_workload_override`` (one dict keyed by the same
+setting names, for every setting) over data/benchmark.yml over the setting's
+default. A campaign file says exactly what each of its cells measures, so
+nothing in the inventory may change it.
+
+The settings are those of the workload's one spec (sglang_workload_options.py
+WORKLOAD_OPTIONS). The ones in OVERRIDES are resolved here with their own
+coercion and messages; every other one (GENERIC_SETTINGS) is taken by its
+spec type and checked by the workload's own rule (workload_problems), so a new
+setting needs no line here and no role variable. A generic setting at its
+default is left out of the result, so adding one changes nothing for the
+workloads that do not use it (campaign cell keys included).
 
 Warm-up levels: ``warmup.concurrency`` is an integer (every warm-up request at
 that concurrency) or ``measured``: one round at each concurrency the sweep
@@ -26,7 +37,19 @@ costs that point its compile time. ``cfg["warmup"]["levels"]`` is the list the
 warm-up runs.
 """
 
+import json
 import re
+
+try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_workload_options import (
+        CACHE_STATES,
+        DATASETS,
+        WORKLOAD_OPTIONS,
+        setting_default,
+        workload_problems,
+    )
+except ImportError:  # pytest, the filter plugin and tools put module_utils on sys.path.
+    from sglang_workload_options import CACHE_STATES, DATASETS, WORKLOAD_OPTIONS, setting_default, workload_problems
 
 # setting -> (override variable, path in data/benchmark.yml)
 OVERRIDES = (
@@ -50,8 +73,8 @@ OVERRIDES = (
     ("measurement.cache", "sglang_bench_cache", ("measurement", "cache")),
     ("measurement.server_metrics", "sglang_bench_server_metrics", ("measurement", "server_metrics")),
 )
-DATASETS = ("random", "random-ids")
-CACHE_STATES = ("cold", "warm")
+# The inventory's one override dict, keyed by setting name (below the per-setting variables).
+WORKLOAD_OVERRIDE_VAR = "sglang_bench_workload_override"
 _INT_LIST = re.compile(r"^\s*\d+(\s*[,\s]\s*\d+)*\s*$")
 
 
@@ -111,7 +134,33 @@ def coerce_concurrency(value):
     return None
 
 
-SETTING_NAMES = tuple(name for name, _var, _path in OVERRIDES)
+# Workload settings resolved here by their own rules, and those that are not workload settings.
+_BESPOKE = {name.split(".")[0] for name, _var, _path in OVERRIDES} | {"settings_file", "client", "backend"}
+GENERIC_SETTINGS = tuple(name for name in WORKLOAD_OPTIONS if name not in _BESPOKE)
+SETTING_NAMES = tuple(name for name, _var, _path in OVERRIDES) + GENERIC_SETTINGS
+
+
+def _by_type(name, value):
+    """A generic setting's value as its spec type, or None when it is not one."""
+    spec = WORKLOAD_OPTIONS[name]
+    kind = spec.get("type", "str")
+    if kind in ("dict", "list"):
+        if isinstance(value, str):  # -e on the command line: JSON text
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        wanted = dict if kind == "dict" else list
+        return value if isinstance(value, wanted) else None
+    if kind == "int":
+        return _as_int(value)
+    if kind == "float":
+        return _as_float(value)
+    if kind == "bool":
+        return _as_bool(value)
+    return None if isinstance(value, (dict, list)) else str(value)
+
+
 WARMUP_MEASURED = "measured"
 
 
@@ -127,14 +176,25 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
     where = f" (settings file {settings_file})" if settings_file else ""
     raw = {}
     source = {}
+    override = overrides.get(WORKLOAD_OVERRIDE_VAR) or {}
     problems = [
         f"workload setting {name!r} is not a benchmark setting; known: {', '.join(SETTING_NAMES)}"
         for name in sorted(set(workload) - set(SETTING_NAMES))
+    ]
+    if not isinstance(override, dict):
+        problems.append(f"{WORKLOAD_OVERRIDE_VAR} = {override!r}: must be a dict keyed by setting name")
+        override = {}
+    problems += [
+        f"{WORKLOAD_OVERRIDE_VAR}[{name!r}] is not a benchmark setting; known: {', '.join(SETTING_NAMES)}"
+        for name in sorted(set(override) - set(SETTING_NAMES))
     ]
     for name, var, path in OVERRIDES:
         value = overrides.get(var)
         raw[name] = _get(data, path) if value is None else value
         source[name] = var if value is not None else f"{'.'.join(path)} in the settings file"
+        if value is None and override.get(name) is not None:
+            raw[name] = override[name]
+            source[name] = f"{WORKLOAD_OVERRIDE_VAR}[{name!r}]"
         if workload.get(name) is not None:
             raw[name] = workload[name]
             source[name] = f"workload setting {name}"
@@ -234,6 +294,24 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
     if confidence is None or not 0 < confidence < 1:
         bad("confidence", "must be a number between 0 and 1 (exclusive), such as 0.95")
     cfg["confidence"] = confidence
+    for name in GENERIC_SETTINGS:
+        raw[name], source[name] = setting_default(name), f"the default of {name}"
+        for value, origin in (
+            (_get(data, (name,)), f"{name} in the settings file"),
+            (override.get(name), f"{WORKLOAD_OVERRIDE_VAR}[{name!r}]"),
+            (workload.get(name), f"workload setting {name}"),
+        ):
+            if value is not None:
+                raw[name], source[name] = value, origin
+        value = None if raw[name] is None else _by_type(name, raw[name])
+        if raw[name] is not None and value is None:
+            bad(name, f"must be a {WORKLOAD_OPTIONS[name].get('type', 'str')}")
+        # At its default a generic setting is left out (the modules' spec gives it its default):
+        # a new setting changes no campaign cell's key (sglang_campaign.cell_key) and no record.
+        if value is not None and value != setting_default(name):
+            cfg[name] = value
+    for name, rule in workload_problems(cfg, names=GENERIC_SETTINGS):
+        bad(name, rule)
     if problems:
         raise SettingsError(problems)
     return cfg

@@ -56,6 +56,7 @@ try:  # Inside AnsiballZ.
     )
     from ansible.module_utils.sglang_ledger import POINT_TOO_SHORT
     from ansible.module_utils.sglang_quality import quality_comparison, quality_lines
+    from ansible.module_utils.sglang_workload_options import extra_identity
 except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
     from sglang_interval import (
         DECIDED,
@@ -70,6 +71,7 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
     )
     from sglang_ledger import POINT_TOO_SHORT
     from sglang_quality import quality_comparison, quality_lines
+    from sglang_workload_options import extra_identity
 
 NO_BASELINE = "no_baseline"
 NO_DATA = "no_data"
@@ -132,7 +134,9 @@ def model_key(record):
 
 
 def workload_key(record):
-    """The workload identity used to match records (lengths and shape)."""
+    """The workload identity used to match records: the settings that say what a request is
+    (sglang_workload_options.WORKLOAD_IDENTITY). The first four as they were always compared; a
+    later one only where it is not its default, so records made before it existed keep their key."""
     workload = record.get("workload") or {}
     ratio = workload.get("random_range_ratio")
     return (
@@ -140,7 +144,7 @@ def workload_key(record):
         workload.get("input_len"),
         workload.get("output_len"),
         float(ratio) if isinstance(ratio, (int, float)) else ratio,
-    )
+    ) + extra_identity(workload)
 
 
 # Simulator knobs that change the outputs and not the speed: a tier that sets them is the one

@@ -1,40 +1,160 @@
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The argument spec of the workload and client options that sglang_bench and sglang_slo_search
-share, both handing them to build_client_argv() (sglang_bench_points.py) one point at a time.
+"""The workload: the resolved benchmark settings, in the ledger's own shape, as one object.
 
-Declared once here as WORKLOAD_ARGUMENT_SPEC, documented once in doc fragment sglang_lab_workload
-(plugins/doc_fragments/sglang_lab_workload.py), option for option: tests/unit/test_module_docs.py
-checks that both agree. Each module adds it to its own spec (``argument_spec.update(...)``); the
-options whose meaning or rules differ between the two (client_command, output_dir, request_rate,
-client_warmup_requests, point_timeout, timeout, ...) stay in each module's own spec and
-documentation. A dict only: no imports, light to ship with a module.
+Role sglang_bench resolves it once (data/benchmark.yml, the role's overrides, a campaign
+workload: module_utils/sglang_bench_settings.py) and hands it whole to every module that needs
+it - sglang_bench, sglang_slo_search, sglang_ledger_append - as their one dict option
+``workload`` (WORKLOAD_ARGUMENT_SPEC, documented once in doc fragment sglang_lab_workload,
+plugins/doc_fragments/sglang_lab_workload.py; tests/unit/test_module_docs.py checks that both
+agree). No module declares a workload field of its own.
+
+WORKLOAD_OPTIONS is the one list of settings: the resolver, the campaign file's ``settings``,
+the comparison's workload identity (WORKLOAD_IDENTITY) and the report all read the names from
+it. ``workload_problems`` is the one check of the values, wherever the workload enters. A new
+setting is one entry here (its type, default and rule), one in the doc fragment, its value in
+data/benchmark.yml, and its bench_serving argument in sglang_bench_points.client_settings.
+
+The client options that are not part of the workload (the client's environment, tokenizer,
+model name, --output-details, extra arguments) are CLIENT_ARGUMENT_SPEC, shared the same way by
+sglang_bench and sglang_slo_search. Standard library only.
 """
 
-WORKLOAD_ARGUMENT_SPEC = dict(
-    client_env=dict(type="dict", default={}),
-    num_prompts=dict(type="int"),
-    num_prompts_multiplier=dict(type="int"),
-    num_prompts_floor=dict(type="int"),
+import copy
+import json
+
+DATASETS = ("random", "random-ids")
+CACHE_STATES = ("cold", "warm")
+
+MEASUREMENT_OPTIONS = dict(
+    min_requests=dict(type="int", default=0),
+    min_duration_s=dict(type="float", default=0.0),
+    max_prompts=dict(type="int", default=20000),
+    cache=dict(type="str", choices=list(CACHE_STATES), default="warm"),
+    server_metrics=dict(type="bool", default=False),
+)
+
+# The settings of a workload, the ledger record's ``workload`` keys, each with its type and default.
+WORKLOAD_OPTIONS = dict(
+    settings_file=dict(type="str"),
+    client=dict(type="str", default="sglang.bench_serving"),
+    backend=dict(type="str", default="sglang"),
+    dataset_name=dict(type="str", default="random"),
+    dataset_path=dict(type="str"),
     input_len=dict(type="int", required=True),
     output_len=dict(type="int", required=True),
-    range_ratio=dict(type="float", default=1.0),
-    dataset_name=dict(type="str", default="random"),
-    dataset_path=dict(type="path"),
+    random_range_ratio=dict(type="float", default=1.0),
+    concurrency=dict(type="list", elements="int"),
+    num_prompts=dict(type="dict", options=dict(multiplier=dict(type="int"), floor=dict(type="int"))),
+    request_rate=dict(type="str", default="inf"),
     seed=dict(type="int", default=1),
+    repeats=dict(type="int", default=1),
+    warmup=dict(type="dict"),
+    measurement=dict(type="dict", options=MEASUREMENT_OPTIONS),
+    confidence=dict(type="float"),
+)
+
+# The settings that say what a request is: two records are compared only when they agree on
+# these (sglang_compare.workload_key). A record made before a setting existed has its default.
+WORKLOAD_IDENTITY = ("dataset_name", "input_len", "output_len", "random_range_ratio")
+
+WORKLOAD_ARGUMENT_SPEC = dict(
+    workload=dict(type="dict", required=True, options=WORKLOAD_OPTIONS),
+)
+
+CLIENT_ARGUMENT_SPEC = dict(
+    client_env=dict(type="dict", default={}),
+    num_prompts=dict(type="int"),
     tokenizer=dict(type="str"),
     model=dict(type="str"),
     served_model_name=dict(type="str"),
     output_details=dict(type="bool", default=False),
     extra_args=dict(type="list", elements="str", default=[]),
-    measurement=dict(
-        type="dict",
-        options=dict(
-            min_requests=dict(type="int", default=0),
-            min_duration_s=dict(type="float", default=0.0),
-            max_prompts=dict(type="int", default=20000),
-            cache=dict(type="str", choices=["cold", "warm"], default="warm"),
-            server_metrics=dict(type="bool", default=False),
-        ),
-    ),
 )
+
+
+def setting_default(name):
+    """The default of a workload setting (None when it has none), a copy of its own."""
+    return copy.deepcopy(WORKLOAD_OPTIONS[name].get("default"))
+
+
+def _number(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _at_least(value, low):
+    number = _number(value)
+    return number is not None and number >= low and number == int(number)
+
+
+def workload_problems(workload, names=None):
+    """The one check of a workload's values: a list of (setting, what is wrong) pairs, empty when it
+    runs. ``names`` limits the check to those settings (the resolver checks the rest itself, with
+    the variable each value came from). Types are the argument spec's business; this checks the
+    rules a type cannot say."""
+    workload = workload or {}
+    names = WORKLOAD_OPTIONS if names is None else names
+    problems = []
+
+    def want(name, ok, rule):
+        if name in names and name in workload and workload[name] is not None and not ok(workload[name]):
+            problems.append((name, rule))
+
+    want("dataset_name", lambda v: v in DATASETS, "must be one of " + ", ".join(DATASETS))
+    for name in ("input_len", "output_len", "repeats"):
+        want(name, lambda v: _at_least(v, 1), "must be an integer >= 1")
+    want(
+        "random_range_ratio",
+        lambda v: _number(v) is not None and 0 <= _number(v) <= 1,
+        "must be a number within [0, 1]",
+    )
+    want(
+        "concurrency",
+        lambda v: bool(v) and all(_at_least(c, 1) for c in v),
+        "must be a non-empty list of integers >= 1",
+    )
+    want(
+        "num_prompts",
+        lambda v: all(_at_least(v.get(k), 1) for k in ("multiplier", "floor")),
+        "must have a multiplier and a floor, integers >= 1",
+    )
+    want(
+        "request_rate",
+        lambda v: str(v).strip().lower() == "inf" or (_number(v) or 0) > 0,
+        "must be inf or a positive number of requests per second",
+    )
+    want(
+        "confidence",
+        lambda v: _number(v) is not None and 0 < _number(v) < 1,
+        "must be a number between 0 and 1 (exclusive), such as 0.95",
+    )
+    return problems
+
+
+def identity_value(name, value):
+    """A workload setting's value as it takes part in the comparison's identity (hashable)."""
+    if value is None:
+        value = setting_default(name)
+    kind = WORKLOAD_OPTIONS[name].get("type")
+    if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def extra_identity(workload):
+    """The identity settings beyond the first four whose value is not their default, as sorted
+    (name, value) pairs: empty for every record made before such a setting existed."""
+    workload = workload or {}
+    found = []
+    for name in WORKLOAD_IDENTITY[4:]:
+        value = identity_value(name, workload.get(name))
+        if value != identity_value(name, setting_default(name)):
+            found.append((name, value))
+    return tuple(found)

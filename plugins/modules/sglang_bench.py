@@ -9,7 +9,7 @@ short_description: Run one benchmark cell (every concurrency point and repeat) w
 version_added: "1.0.0"
 description:
   - Runs SGLang's own benchmark client, C(bench_serving), for every point of
-    one cell - each repeat (outer) of each concurrency (inner) - against a
+    one cell - each repeat (outer) of each concurrency (inner) of O(workload) - against a
     running SGLang server on the target host, in B(one) client process
     (tools/sglang_bench_client.py with C(--plan)). bench_serving is imported
     and the tokenizer loaded once, then bench_serving's own command line
@@ -51,6 +51,7 @@ extends_documentation_fragment:
   - sglang_lab_provenance
   - sglang_lab_server
   - sglang_lab_workload
+  - sglang_lab_workload.client
   - sglang_lab_warmup
 options:
   mode:
@@ -79,21 +80,6 @@ options:
       - Required when O(mode=run).
     type: list
     elements: str
-  concurrency:
-    description:
-      - The concurrency points (C(--max-concurrency)), in the order they run
-        within each repeat.
-    type: list
-    elements: int
-    required: true
-  repeats:
-    description: How many times the whole list of O(concurrency) points runs (the outer loop).
-    type: int
-    default: 1
-  request_rate:
-    description: C(--request-rate); C(inf) sends all requests at once.
-    type: str
-    default: inf
   client_warmup_requests:
     description:
       - bench_serving's own C(--warmup-requests) before each point.
@@ -172,12 +158,12 @@ EXAMPLES = r"""
     client_env:
       HF_HUB_OFFLINE: "1"
     port: 8000
-    concurrency: [1, 10, 256, 1024]
-    repeats: 1
-    num_prompts_multiplier: 2
-    num_prompts_floor: 10
-    input_len: 1024
-    output_len: 1024
+    workload:
+      concurrency: [1, 10, 256, 1024]
+      repeats: 1
+      num_prompts: {multiplier: 2, floor: 10}
+      input_len: 1024
+      output_len: 1024
     tokenizer: lukealonso/GLM-5-NVFP4
     output_dir: /var/lib/sglang-lab/results/raw/run1
     point_timeout: 7200
@@ -190,10 +176,8 @@ EXAMPLES = r"""
   sglang_bench:
     mode: parse
     output_dir: /var/lib/sglang-lab/results/raw/run1
-    concurrency: [10]
+    workload: {concurrency: [10], input_len: 1024, output_len: 1024}
     num_prompts: 20
-    input_len: 1024
-    output_len: 1024
     collect_provenance: false
 """
 
@@ -307,10 +291,10 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_points import (
     build_client_argv,
+    client_settings,
     default_timeout,
     end_standby,
     measurement_extras,
-    num_prompts_for,
     plan_points,
     point_from_result,
     point_warmup_requests,
@@ -337,7 +321,11 @@ from ansible.module_utils.sglang_warmup_rounds import (
     settings_from_spec,
     warmup_rounds,
 )
-from ansible.module_utils.sglang_workload_options import WORKLOAD_ARGUMENT_SPEC
+from ansible.module_utils.sglang_workload_options import (
+    CLIENT_ARGUMENT_SPEC,
+    WORKLOAD_ARGUMENT_SPEC,
+    workload_problems,
+)
 
 PLAN_NAME = "plan.json"
 CLIENT_LOG_NAME = "client.log"
@@ -357,30 +345,20 @@ def _provenance(module, client):
 
 def _validate(module):
     p = module.params
-    if p["num_prompts_multiplier"] is not None:
-        try:
-            num_prompts_for(1, p["num_prompts_multiplier"], p["num_prompts_floor"])
-        except ValueError as exc:
-            module.fail_json(
-                msg=f"sglang_bench: {exc}; fix num_prompts in data/benchmark.yml or "
-                "sglang_bench_num_prompts_multiplier/_floor."
-            )
-    if not p["concurrency"]:
-        module.fail_json(msg="sglang_bench: concurrency must list at least one point.")
-    for value in p["concurrency"]:
-        if value < 1:
-            module.fail_json(
-                msg=f"sglang_bench: concurrency must be >= 1, got {value}; fix the value passed "
-                "to the module (role variable sglang_bench_concurrency or data/benchmark.yml)."
-            )
-    for name in ("repeats", "num_prompts", "input_len", "output_len", "point_timeout", "timeout"):
+    workload = p["workload"]
+    problems = [f"workload {name} {rule}" for name, rule in workload_problems(workload)]
+    if not workload.get("concurrency"):
+        problems.append("workload concurrency must list at least one point")
+    if p["num_prompts"] is None and not workload.get("num_prompts"):
+        problems.append("give num_prompts or the workload's num_prompts rule (multiplier and floor)")
+    for name in ("num_prompts", "point_timeout", "timeout"):
         if p[name] is not None and p[name] < 1:
-            module.fail_json(
-                msg=f"sglang_bench: {name} must be >= 1, got {p[name]}; fix the value passed "
-                f"to the module (role variable sglang_bench_{name} or data/benchmark.yml)."
-            )
-    if not 0.0 <= p["range_ratio"] <= 1.0:
-        module.fail_json(msg="sglang_bench: range_ratio must be within [0, 1], got {}.".format(p["range_ratio"]))
+            problems.append(f"{name} must be >= 1, got {p[name]}")
+    if problems:
+        module.fail_json(
+            msg="sglang_bench: {}; fix the value passed to the module (role sglang_bench: data/benchmark.yml, "
+            "its sglang_bench_* overrides or the campaign workload).".format("; ".join(problems))
+        )
 
 
 def _parse(module, specs):
@@ -436,7 +414,7 @@ def _warmup_plan(module):
     if spec is None:
         return None
     try:
-        settings = settings_from_spec(spec, measured_levels=module.params["concurrency"])
+        settings = settings_from_spec(spec, measured_levels=module.params["workload"]["concurrency"])
     except ValueError as exc:
         module.fail_json(msg=f"sglang_bench: {exc}")
     problem = check_settings(settings)
@@ -501,9 +479,6 @@ def main():
         client_command=dict(type="list", elements="str"),
         address=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", default=30000),
-        concurrency=dict(type="list", elements="int", required=True),
-        repeats=dict(type="int", default=1),
-        request_rate=dict(type="str", default="inf"),
         client_warmup_requests=dict(type="int"),
         point_timeout=dict(type="int", default=7200),
         timeout=dict(type="int"),
@@ -513,27 +488,27 @@ def main():
         standby_dir=dict(type="path"),
     )
     argument_spec.update(WORKLOAD_ARGUMENT_SPEC)
+    argument_spec.update(CLIENT_ARGUMENT_SPEC)
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(
         argument_spec=argument_spec,
         required_if=[("mode", "run", ("client_command",))],
-        required_one_of=[("num_prompts", "num_prompts_multiplier")],
-        mutually_exclusive=[("num_prompts", "num_prompts_multiplier")],
-        required_together=[("num_prompts_multiplier", "num_prompts_floor")],
         supports_check_mode=True,
     )
     p = module.params
     raise_on_sigterm()
     _validate(module)
+    workload = p["workload"]
     output_dir = p["output_dir"]
-    measurement = p["measurement"] or {}
+    measurement = workload["measurement"] or {}
+    rule = workload["num_prompts"] or {}
     specs = plan_points(
-        p["concurrency"],
-        p["repeats"],
+        workload["concurrency"],
+        workload["repeats"],
         output_dir,
         num_prompts=p["num_prompts"],
-        multiplier=p["num_prompts_multiplier"],
-        floor=p["num_prompts_floor"],
+        multiplier=None if p["num_prompts"] else rule.get("multiplier"),
+        floor=None if p["num_prompts"] else rule.get("floor"),
         min_requests=measurement.get("min_requests") or 0,
     )
     for spec in specs:
@@ -554,24 +529,19 @@ def main():
                 port=p["port"],
                 concurrency=spec["concurrency"],
                 num_prompts=spec["num_prompts"],
-                input_len=p["input_len"],
-                output_len=p["output_len"],
                 output_file=spec["output_file"],
                 tokenizer=p["tokenizer"],
-                dataset_name=p["dataset_name"],
-                dataset_path=p["dataset_path"],
-                range_ratio=p["range_ratio"],
-                request_rate=p["request_rate"],
-                seed=p["seed"],
+                request_rate=workload["request_rate"],
                 model=p["model"],
                 served_model_name=p["served_model_name"],
                 output_details=p["output_details"],
                 warmup_requests=point_warmup_requests(p["client_warmup_requests"], bool(warmup)),
                 extra_args=p["extra_args"],
+                **client_settings(workload),
             )
     except ValueError as exc:
         module.fail_json(
-            msg="sglang_bench: request_rate {!r} is not 'inf' or a number ({}).".format(p["request_rate"], exc)
+            msg="sglang_bench: request_rate {!r} is not 'inf' or a number ({}).".format(workload["request_rate"], exc)
         )
     plan_path = os.path.join(output_dir, PLAN_NAME)
     log_path = os.path.join(output_dir, CLIENT_LOG_NAME)

@@ -20,6 +20,7 @@ description:
 extends_documentation_fragment:
   - sglang_lab_attributes
   - sglang_lab_provenance
+  - sglang_lab_workload
 options:
   ledger:
     description: Path of the ledger on the target host; created when missing.
@@ -45,13 +46,6 @@ options:
   tier:
     description: Tier id (C(baseline), C(t01-piecewise-cuda-graph), ...).
     type: str
-    required: true
-  workload:
-    description:
-      - The benchmark settings used (dataset_name, input_len, output_len,
-        random_range_ratio, request_rate, seed, concurrency, num_prompts,
-        warmup, repeats, confidence).
-    type: dict
     required: true
   points:
     description: Points as returned by module sglang_bench (ok and failed).
@@ -246,6 +240,7 @@ from ansible.module_utils.sglang_ledger import (
 )
 from ansible.module_utils.sglang_provenance import PROVENANCE_ARGUMENT_SPEC, provenance_from_params
 from ansible.module_utils.sglang_quality import quality_comparison
+from ansible.module_utils.sglang_workload_options import WORKLOAD_ARGUMENT_SPEC, workload_problems
 
 
 def _merge_provenance(module):
@@ -316,7 +311,6 @@ def main():
         run_id=dict(type="str", required=True),
         host=dict(type="str", required=True),
         tier=dict(type="str", required=True),
-        workload=dict(type="dict", required=True),
         points=dict(type="list", elements="dict", default=[]),
         failure=dict(type="dict"),
         failed_task=dict(type="dict"),
@@ -340,8 +334,16 @@ def main():
         ),
     )
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
+    argument_spec.update(WORKLOAD_ARGUMENT_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
+    problems = workload_problems(p["workload"])
+    if problems:
+        module.fail_json(
+            msg="sglang_ledger_append: the workload is not one the benchmark can have run: {}.".format(
+                "; ".join(f"{name} {rule}" for name, rule in problems)
+            )
+        )
     try:
         mode = ledger_file_mode(p["mode"])
     except ValueError:

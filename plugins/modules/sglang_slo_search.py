@@ -38,6 +38,7 @@ extends_documentation_fragment:
   - sglang_lab_provenance
   - sglang_lab_server
   - sglang_lab_workload
+  - sglang_lab_workload.client
 options:
   slo:
     description:
@@ -60,7 +61,7 @@ options:
   dimension:
     description:
       - The load that is searched. C(concurrency) varies C(--max-concurrency)
-        at the fixed O(request_rate); C(request_rate) varies C(--request-rate)
+        at the workload's fixed request rate (O(workload.request_rate)); C(request_rate) varies C(--request-rate)
         (whole requests per second) at the fixed O(max_concurrency).
     type: str
     choices: [concurrency, request_rate]
@@ -119,13 +120,6 @@ options:
     type: list
     elements: str
     required: true
-  request_rate:
-    description:
-      - C(--request-rate) of every probe when O(dimension=concurrency);
-        C(inf) sends all requests at once. Replaced by the probed value when
-        O(dimension=request_rate).
-    type: str
-    default: inf
   client_warmup_requests:
     description:
       - bench_serving's own C(--warmup-requests) before each probe (its default
@@ -213,10 +207,10 @@ EXAMPLES = r"""
     low: 1
     high: 1024
     tolerance: 8
-    num_prompts_multiplier: 2
-    num_prompts_floor: 10
-    input_len: 1024
-    output_len: 1024
+    workload:
+      num_prompts: {multiplier: 2, floor: 10}
+      input_len: 1024
+      output_len: 1024
     tokenizer: lukealonso/GLM-5-NVFP4
     output: /var/lib/sglang-lab/results/slo_search.jsonl
     output_dir: /var/lib/sglang-lab/results/raw/slo-run1
@@ -234,10 +228,10 @@ EXAMPLES = r"""
     max_concurrency: 256
     low: 1
     high: 64
-    num_prompts_multiplier: 30
-    num_prompts_floor: 64
-    input_len: 1024
-    output_len: 1024
+    workload:
+      num_prompts: {multiplier: 30, floor: 64}
+      input_len: 1024
+      output_len: 1024
     output: /var/lib/sglang-lab/results/slo_search.jsonl
     output_dir: /var/lib/sglang-lab/results/raw/slo-run2
 """
@@ -328,7 +322,11 @@ slo_search:
       description: True when the server is the simulator (its numbers are SYNTHETIC); null when unknown.
       type: bool
     workload:
-      description: The workload every probe used (lengths, dataset, seed, num_prompts rule, fixed dimension).
+      description:
+        - The workload every probe used - O(workload) without the settings a search does not use
+          (C(concurrency), C(repeats), C(confidence), C(warmup)) and its C(request_rate), with
+          C(dimension) and C(fixed) (the request rate or the concurrency held); C(num_prompts) is
+          O(num_prompts) when given.
       type: dict
     run_id:
       description: Id of this search run.
@@ -377,6 +375,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_points import (
     METRIC_KEYS,
     build_client_argv,
+    client_settings,
     default_timeout,
     failed_point,
     format_request_rate,
@@ -415,13 +414,20 @@ from ansible.module_utils.sglang_slo import (
     probe_metrics,
     search,
 )
-from ansible.module_utils.sglang_workload_options import WORKLOAD_ARGUMENT_SPEC
+from ansible.module_utils.sglang_workload_options import (
+    CLIENT_ARGUMENT_SPEC,
+    WORKLOAD_ARGUMENT_SPEC,
+    workload_problems,
+)
 
 # Seconds beyond every probe's client limit for an async task: provenance and the append.
 BUDGET_SLACK_S = 600
 # A probe's keys taken from the probe callable's detail into the returned probe.
 PROBE_DETAIL_KEYS = ("concurrency", "request_rate", "num_prompts", "status", "output_file", "client_log")
 RECORD_UUID_NAMESPACE = uuid.UUID("6f6a3a52-6c0b-4c1e-9a53-736c6f736561")
+# Workload settings left out of a search's recorded workload: those it does not use, and the
+# request rate (its C(fixed) when held, else the dimension searched).
+UNUSED_SETTINGS = ("concurrency", "repeats", "confidence", "warmup", "request_rate")
 
 
 def _fail(module, message, **extra):
@@ -442,22 +448,16 @@ def _validate(module):
               "(role variable sglang_bench_slo_max_concurrency).")
     if p["max_concurrency"] is not None and p["max_concurrency"] < 1:
         _fail(module, "max_concurrency must be >= 1, got {}.".format(p["max_concurrency"]))
-    if p["num_prompts_multiplier"] is not None:
-        try:
-            num_prompts_for(1, p["num_prompts_multiplier"], p["num_prompts_floor"])
-        except ValueError as exc:
-            _fail(module, f"{exc}; fix num_prompts in data/benchmark.yml or "
-                  "sglang_bench_num_prompts_multiplier/_floor.")
-    for name in ("num_prompts", "input_len", "output_len", "point_timeout", "timeout"):
+    workload = p["workload"]
+    problems = [f"workload {name} {rule}" for name, rule in workload_problems(workload)]
+    if p["num_prompts"] is None and not workload.get("num_prompts"):
+        problems.append("give num_prompts or the workload's num_prompts rule (multiplier and floor)")
+    for name in ("num_prompts", "point_timeout", "timeout"):
         if p[name] is not None and p[name] < 1:
-            _fail(module, f"{name} must be >= 1, got {p[name]}; fix the value passed to the module "
-                  f"(role variable sglang_bench_{name} or data/benchmark.yml).")
-    if not 0.0 <= p["range_ratio"] <= 1.0:
-        _fail(module, "range_ratio must be within [0, 1], got {}.".format(p["range_ratio"]))
-    try:
-        format_request_rate(p["request_rate"])
-    except ValueError:
-        _fail(module, "request_rate {!r} is not 'inf' or a number.".format(p["request_rate"]))
+            problems.append(f"{name} must be >= 1, got {p[name]}")
+    if problems:
+        _fail(module, "{}; fix the value passed to the module (role sglang_bench: data/benchmark.yml, its "
+              "sglang_bench_* overrides or the campaign workload).".format("; ".join(problems)))
     return slo
 
 
@@ -500,12 +500,14 @@ class Prober:
         p = self.p
         by_rate = p["dimension"] == "request_rate"
         concurrency = p["max_concurrency"] if by_rate else value
-        rate = str(value) if by_rate else p["request_rate"]
-        prompts = p["num_prompts"] or num_prompts_for(value, p["num_prompts_multiplier"], p["num_prompts_floor"])
+        workload = p["workload"]
+        rate = str(value) if by_rate else workload["request_rate"]
+        rule = workload["num_prompts"] or {}
+        prompts = p["num_prompts"] or num_prompts_for(value, rule.get("multiplier"), rule.get("floor"))
         # Sized to support the SLO's percentiles: a p99 from 16 requests is their maximum.
         prompts = max(prompts, self.min_requests)
         probe_dir = os.path.join(p["output_dir"], "p{:02d}_{}{}".format(index, "r" if by_rate else "c", value))
-        measurement = p["measurement"] or {}
+        measurement = workload["measurement"] or {}
         prompts = max(prompts, int(measurement.get("min_requests") or 0))
         spec = plan_points([concurrency], 1, probe_dir, num_prompts=prompts)[0]
         # Each probe from a flushed cache when the workload says cold: a value probed again would
@@ -520,20 +522,15 @@ class Prober:
             port=p["port"],
             concurrency=concurrency,
             num_prompts=prompts,
-            input_len=p["input_len"],
-            output_len=p["output_len"],
             output_file=spec["output_file"],
             tokenizer=self.tokenizer,
-            dataset_name=p["dataset_name"],
-            dataset_path=p["dataset_path"],
-            range_ratio=p["range_ratio"],
             request_rate=rate,
-            seed=p["seed"],
             model=p["model"],
             served_model_name=p["served_model_name"],
             output_details=p["output_details"],
             warmup_requests=warmup,
             extra_args=p["extra_args"],
+            **client_settings(workload),
         )
         return spec
 
@@ -616,26 +613,18 @@ def _provenance(module):
 
 
 def _workload(p):
+    """The workload the probes used: the module's, less what a search does not use, with the
+    dimension searched and the one held fixed."""
     fixed = (
         {"max_concurrency": p["max_concurrency"]}
         if p["dimension"] == "request_rate"
-        else {"request_rate": format_request_rate(p["request_rate"])}
+        else {"request_rate": format_request_rate(p["workload"]["request_rate"])}
     )
-    return {
-        "dataset_name": p["dataset_name"],
-        "dataset_path": p["dataset_path"],
-        "input_len": p["input_len"],
-        "output_len": p["output_len"],
-        "random_range_ratio": p["range_ratio"],
-        "seed": p["seed"],
-        "num_prompts": (
-            p["num_prompts"]
-            if p["num_prompts"] is not None
-            else {"multiplier": p["num_prompts_multiplier"], "floor": p["num_prompts_floor"]}
-        ),
-        "dimension": p["dimension"],
-        "fixed": fixed,
-    }
+    workload = {key: value for key, value in p["workload"].items() if key not in UNUSED_SETTINGS}
+    if p["num_prompts"] is not None:
+        workload["num_prompts"] = p["num_prompts"]
+    workload.update(dimension=p["dimension"], fixed=fixed)
+    return workload
 
 
 def _probe_view(probe):
@@ -661,7 +650,6 @@ def main():
         client_command=dict(type="list", elements="str", required=True),
         address=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", default=30000),
-        request_rate=dict(type="str", default="inf"),
         client_warmup_requests=dict(type="int"),
         probe_warmup=dict(type="bool", default=True),
         point_timeout=dict(type="int", default=7200),
@@ -672,12 +660,10 @@ def main():
         record_id=dict(type="str"),
     )
     argument_spec.update(WORKLOAD_ARGUMENT_SPEC)
+    argument_spec.update(CLIENT_ARGUMENT_SPEC)
     argument_spec.update(PROVENANCE_ARGUMENT_SPEC)
     module = AnsibleModule(
         argument_spec=argument_spec,
-        required_one_of=[("num_prompts", "num_prompts_multiplier")],
-        mutually_exclusive=[("num_prompts", "num_prompts_multiplier")],
-        required_together=[("num_prompts_multiplier", "num_prompts_floor")],
         supports_check_mode=True,
     )
     p = module.params

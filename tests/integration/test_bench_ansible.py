@@ -314,12 +314,12 @@ MODULE_PLAY = """
       sglang_bench:
         client_command: [{python}, {shim}]
         port: {port}
-        concurrency: [2, 4]
-        repeats: 2
-        num_prompts_multiplier: 2
-        num_prompts_floor: 3
-        input_len: 16
-        output_len: 8
+        workload:
+          concurrency: [2, 4]
+          repeats: 2
+          num_prompts: {{multiplier: 2, floor: 3}}
+          input_len: 16
+          output_len: 8
         tokenizer: {tokenizer}
         output_dir: {out}
       check_mode: true
@@ -333,7 +333,7 @@ MODULE_PLAY = """
         run_id: r1
         host: sim-bench
         tier: baseline
-        workload: {{input_len: 16}}
+        workload: {{input_len: 16, output_len: 8}}
         failure: {{class: hang, step: ready, message: no answer}}
         server_port: {port}
       check_mode: true
@@ -341,19 +341,15 @@ MODULE_PLAY = """
       sglang_bench:
         mode: parse
         output_dir: {raw}
-        concurrency: [1]
+        workload: {{concurrency: [1], input_len: 16, output_len: 8}}
         num_prompts: {raw_prompts}
-        input_len: 16
-        output_len: 8
         collect_provenance: false
     - name: Bad concurrency is refused
       sglang_bench:
         mode: parse
         output_dir: {raw}
-        concurrency: [1, 0]
+        workload: {{concurrency: [1, 0], input_len: 16, output_len: 8}}
         num_prompts: 1
-        input_len: 16
-        output_len: 8
       ignore_errors: true
 """
 
@@ -407,4 +403,5 @@ def test_modules_check_mode_and_parse(experiment, sim, tmp_path):
     assert point["output_throughput"] == raw_point["output_throughput"] and point["status"] == "ok"
 
     ((event, res),) = results["Bad concurrency is refused"]
-    assert event == "runner_on_failed" and "concurrency must be >= 1" in res["msg"]
+    assert event == "runner_on_failed"
+    assert "workload concurrency must be a non-empty list of integers >= 1" in res["msg"]

@@ -90,3 +90,33 @@ def test_every_problem_is_reported_and_the_file_is_named_when_it_is_wrong():
     assert len(err.value.problems) == 3
     assert any(p.startswith("repeats in the settings file = 0") for p in err.value.problems)
     assert any(p.startswith("warmup.timeout_s in the settings file = 0") for p in err.value.problems)
+
+
+def test_the_workload_override_dict_sits_below_the_per_setting_variables():
+    """sglang_bench_workload_override: one dict keyed by setting name, for every setting; a
+    per-setting variable wins over it, a campaign workload over both."""
+    dict_only = {"sglang_bench_workload_override": {"input_len": 64, "warmup.requests": 7, "seed": "3"}}
+    cfg = settings.resolve_settings(DATA, dict_only)
+    assert (cfg["input_len"], cfg["warmup"]["requests"], cfg["seed"]) == (64, 7, 3)
+    cfg = settings.resolve_settings(DATA, {**dict_only, "sglang_bench_input_len": 32}, workload={"seed": 9})
+    assert (cfg["input_len"], cfg["seed"]) == (32, 9)
+    with pytest.raises(settings.SettingsError) as err:
+        settings.resolve_settings(DATA, {"sglang_bench_workload_override": {"input_len": 0, "inputlen": 1}})
+    assert any(p.startswith("sglang_bench_workload_override['input_len'] = 0") for p in err.value.problems)
+    assert any("sglang_bench_workload_override['inputlen'] is not a benchmark setting" in p
+               for p in err.value.problems)
+    with pytest.raises(settings.SettingsError, match="must be a dict keyed by setting name"):
+        settings.resolve_settings(DATA, {"sglang_bench_workload_override": "input_len=1"})
+
+
+def test_every_workload_setting_is_resolved_and_every_resolved_key_is_a_setting():
+    """The resolver's settings are the workload spec's (sglang_workload_options.WORKLOAD_OPTIONS):
+    what it returns is exactly the object the modules take whole."""
+    from sglang_workload_options import WORKLOAD_OPTIONS, workload_problems
+
+    cfg = settings.resolve_settings(DATA, {}, "/x/benchmark.yml")
+    # A generic setting at its default is left out (it changes no campaign cell key).
+    assert set(cfg) <= set(WORKLOAD_OPTIONS) and set(WORKLOAD_OPTIONS) - set(cfg) <= set(settings.GENERIC_SETTINGS)
+    assert {name.split(".")[0] for name in settings.SETTING_NAMES} | {"settings_file", "client", "backend"} \
+        == set(WORKLOAD_OPTIONS)
+    assert workload_problems(cfg) == []

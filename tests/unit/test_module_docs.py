@@ -221,15 +221,28 @@ def test_provenance_fragment_is_the_provenance_argument_spec():
 
 
 def test_workload_fragment_is_the_workload_argument_spec():
-    """The fragment sglang_bench and sglang_slo_search share is WORKLOAD_ARGUMENT_SPEC, which
-    both modules take whole into their specs."""
-    from ansible.module_utils.sglang_workload_options import WORKLOAD_ARGUMENT_SPEC
+    """The workload is one dict option: fragment sglang_lab_workload is WORKLOAD_ARGUMENT_SPEC, which
+    every module that needs the workload takes whole, and declares no workload field of its own;
+    its .client part is CLIENT_ARGUMENT_SPEC, shared by the two modules that run points."""
+    from ansible.module_utils.sglang_workload_options import (
+        CLIENT_ARGUMENT_SPEC,
+        WORKLOAD_ARGUMENT_SPEC,
+        WORKLOAD_OPTIONS,
+    )
 
-    fragment = yaml.safe_load(fragment_loader.get("sglang_lab_workload").DOCUMENTATION)
-    assert not compare_options(fragment["options"], WORKLOAD_ARGUMENT_SPEC, "sglang_lab_workload")
-    for name in ("sglang_bench", "sglang_slo_search"):
+    fragment = fragment_loader.get("sglang_lab_workload")
+    assert not compare_options(yaml.safe_load(fragment.DOCUMENTATION)["options"], WORKLOAD_ARGUMENT_SPEC,
+                               "sglang_lab_workload")
+    assert not compare_options(yaml.safe_load(fragment.CLIENT)["options"], CLIENT_ARGUMENT_SPEC,
+                               "sglang_lab_workload.client")
+    for name in ("sglang_bench", "sglang_slo_search", "sglang_ledger_append"):
         declared = module_arguments(name)["argument_spec"]
         assert {option: declared[option] for option in WORKLOAD_ARGUMENT_SPEC} == WORKLOAD_ARGUMENT_SPEC, name
+        if name != "sglang_ledger_append":
+            assert {option: declared[option] for option in CLIENT_ARGUMENT_SPEC} == CLIENT_ARGUMENT_SPEC, name
+        # No workload field beside the object: num_prompts is the client's fixed count (not the rule),
+        # warmup sglang_bench's order to warm up first (with the workload's block, fragment sglang_lab_warmup).
+        assert not (set(WORKLOAD_OPTIONS) - {"num_prompts", "warmup"}) & set(declared), name
 
 
 def test_the_warmup_option_is_one_fragment_and_one_spec():

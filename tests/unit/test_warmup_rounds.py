@@ -142,8 +142,9 @@ def test_both_modules_send_the_same_rounds_for_the_resolved_warmup(tmp_path):
     assert not alone.get("failed"), alone
     assert alone["warmup"]["would_send"] == 5 + 8 and alone["warmup"]["requests"] == 0
     bench = run_module(
-        "sglang_bench", tmp_path, port=1, warmup=spec, concurrency=[2, 8], client_command=["client"],
-        output_dir=str(tmp_path / "never"), num_prompts=4, input_len=16, output_len=8, tokenizer="tok",
+        "sglang_bench", tmp_path, port=1, warmup=spec, client_command=["client"],
+        workload={"concurrency": [2, 8], "input_len": 16, "output_len": 8},
+        output_dir=str(tmp_path / "never"), num_prompts=4, tokenizer="tok",
         _ansible_check_mode=True,
     )
     assert not bench.get("failed"), bench
@@ -151,8 +152,9 @@ def test_both_modules_send_the_same_rounds_for_the_resolved_warmup(tmp_path):
     assert alone["warmup"]["url"] == bench["warmup"]["url"]
     # Measured without levels: sglang_bench warms up at its own concurrency points.
     bench = run_module(
-        "sglang_bench", tmp_path, port=1, warmup={**spec, "levels": None}, concurrency=[4, 16],
-        client_command=["client"], output_dir=str(tmp_path / "never"), num_prompts=4, input_len=16, output_len=8,
+        "sglang_bench", tmp_path, port=1, warmup={**spec, "levels": None},
+        workload={"concurrency": [4, 16], "input_len": 16, "output_len": 8}, client_command=["client"],
+        output_dir=str(tmp_path / "never"), num_prompts=4,
         tokenizer="tok", _ansible_check_mode=True,
     )
     assert bench["warmup"]["would_send"] == 5 + 16, bench
@@ -163,8 +165,9 @@ def test_the_warmup_module_refuses_what_the_settings_cannot_run(tmp_path):
     bad = run_module("sglang_warmup", tmp_path, warmup=spec, _ansible_check_mode=True)
     assert bad["failed"] is True and bad["msg"] == "sglang_warmup: " + BAD_CONCURRENCY.format("often")
     bench = run_module(
-        "sglang_bench", tmp_path, warmup=spec, concurrency=[1], client_command=["client"],
-        output_dir=str(tmp_path / "never"), num_prompts=4, input_len=16, output_len=8, tokenizer="tok",
+        "sglang_bench", tmp_path, warmup=spec, client_command=["client"],
+        workload={"concurrency": [1], "input_len": 16, "output_len": 8},
+        output_dir=str(tmp_path / "never"), num_prompts=4, tokenizer="tok",
         _ansible_check_mode=True,
     )
     assert bench["failed"] is True and bench["msg"] == "sglang_bench: " + BAD_CONCURRENCY.format("often")
