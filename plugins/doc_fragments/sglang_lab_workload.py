@@ -126,6 +126,17 @@ options:
       confidence:
         description: The comparison's simultaneous confidence (between 0 and 1).
         type: float
+      extra_request_body:
+        description:
+          - >-
+            A JSON object bench_serving merges into every request it sends (C(--extra-request-body)),
+            for example C({"sampling_params": {"temperature": 0.7, "max_new_tokens": 1024}}) or
+            C({"return_logprob": true}); empty sends bench_serving's own requests.
+          - Its keys replace bench_serving's at the top of the C(/generate) body, so a
+            C(sampling_params) must give C(max_new_tokens) too (refused otherwise).
+          - Part of the workload's identity - records with different bodies are not compared.
+        type: dict
+        default: {}
 """
 
     CLIENT = r"""

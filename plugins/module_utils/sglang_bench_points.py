@@ -218,6 +218,7 @@ def client_settings(workload):
         dataset_path=workload.get("dataset_path"),
         range_ratio=workload.get("random_range_ratio", 1.0),
         seed=workload.get("seed", 1),
+        extra_request_body=workload.get("extra_request_body"),
     )
 
 
@@ -242,6 +243,7 @@ def build_client_argv(
     warmup_requests=None,
     tag=None,
     extra_args=None,
+    extra_request_body=None,
 ):
     """Return the full bench_serving command line for one point."""
     argv = list(client_command) + [
@@ -282,6 +284,8 @@ def build_client_argv(
         argv += ["--warmup-requests", str(int(warmup_requests))]
     if tag:
         argv += ["--tag", str(tag)]
+    if extra_request_body:
+        argv += ["--extra-request-body", json.dumps(extra_request_body, sort_keys=True)]
     argv += ["--output-file", str(output_file), "--disable-tqdm"]
     if output_details:
         argv.append("--output-details")

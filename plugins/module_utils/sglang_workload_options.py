@@ -52,11 +52,12 @@ WORKLOAD_OPTIONS = dict(
     warmup=dict(type="dict"),
     measurement=dict(type="dict", options=MEASUREMENT_OPTIONS),
     confidence=dict(type="float"),
+    extra_request_body=dict(type="dict", default={}),
 )
 
 # The settings that say what a request is: two records are compared only when they agree on
 # these (sglang_compare.workload_key). A record made before a setting existed has its default.
-WORKLOAD_IDENTITY = ("dataset_name", "input_len", "output_len", "random_range_ratio")
+WORKLOAD_IDENTITY = ("dataset_name", "input_len", "output_len", "random_range_ratio", "extra_request_body")
 
 WORKLOAD_ARGUMENT_SPEC = dict(
     workload=dict(type="dict", required=True, options=WORKLOAD_OPTIONS),
@@ -133,7 +134,31 @@ def workload_problems(workload, names=None):
         lambda v: _number(v) is not None and 0 < _number(v) < 1,
         "must be a number between 0 and 1 (exclusive), such as 0.95",
     )
+    want("extra_request_body", _json_object, "must be a JSON object (bench_serving's --extra-request-body)")
+    # bench_serving merges the body over its own /generate payload: a sampling_params of its own
+    # replaces the whole block, and with it the output length and ignore_eos the workload asks for.
+    want(
+        "extra_request_body",
+        lambda v: (
+            not isinstance(v, dict)
+            or not isinstance(v.get("sampling_params"), dict)
+            or "max_new_tokens" in v["sampling_params"]
+        ),
+        "has a sampling_params without max_new_tokens: it would replace bench_serving's whole block "
+        "(max_new_tokens = output_len, ignore_eos, temperature 0); give them in it too",
+    )
     return problems
+
+
+def _json_object(value):
+    """A dict with string keys that JSON can write (bench_serving reads the body with json.loads)."""
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        return False
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def identity_value(name, value):

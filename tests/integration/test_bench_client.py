@@ -172,6 +172,18 @@ def test_range_ratio_zero_shortens_requests(sim, sim_tokenizer, tmp_path):
     assert point["total_output_tokens"] < 12 * 64
 
 
+def test_extra_request_body_reaches_every_request(sim, sim_tokenizer, tmp_path):
+    """The workload's extra_request_body travels through the plan and the real bench_serving
+    (--extra-request-body) into every /generate body: its sampling_params asks for 4 new tokens
+    where output_len says 64, and the server makes 4 per request."""
+    workload = {"input_len": 32, "output_len": 64, "dataset_name": "random-ids",
+                "extra_request_body": {"sampling_params": {"max_new_tokens": 4, "ignore_eos": True}}}
+    specs = plan(sim.port, sim_tokenizer, tmp_path, [4], num_prompts=12, **bp.client_settings(workload))
+    (point,), outcome = run_cell(specs, tmp_path)
+    assert point["status"] == "ok", Path(point["client_log"]).read_text()[-3000:]
+    assert point["total_output_tokens"] == 12 * 4
+
+
 def test_unreachable_server_is_classified(sim_tokenizer, tmp_path):
     """The single-point command line (no --plan) still works and fails the old way."""
     out = tmp_path / "none.jsonl"

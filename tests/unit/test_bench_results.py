@@ -132,9 +132,30 @@ def test_client_argv_is_accepted_by_the_real_parser():
         output_details=True,
         warmup_requests=0,
         tag="x",
+        extra_request_body={"return_logprob": True},
     )
     used = {a for a in argv if a.startswith("--")}
     assert used <= known, used - known
+
+
+def test_the_workload_reaches_the_client_argv_whole():
+    """client_settings: the workload's settings as bench_serving arguments, extra_request_body as
+    the JSON text bench_serving's --extra-request-body reads with json.loads; empty, no flag."""
+    import json
+
+    workload = {"input_len": 64, "output_len": 32, "dataset_name": "random-ids", "dataset_path": None,
+                "random_range_ratio": 0.5, "seed": 3,
+                "extra_request_body": {"sampling_params": {"temperature": 0.7, "max_new_tokens": 32}}}
+    point = dict(host="h", port=1, concurrency=4, num_prompts=8, output_file="o", tokenizer="t")
+    argv = bp.build_client_argv([], **point, **bp.client_settings(workload))
+    pairs = dict(zip(argv[0::1], argv[1::1], strict=False))
+    assert (pairs["--random-input-len"], pairs["--random-output-len"], pairs["--random-range-ratio"]) \
+        == ("64", "32", "0.5")
+    assert (pairs["--dataset-name"], pairs["--seed"]) == ("random-ids", "3")
+    assert json.loads(pairs["--extra-request-body"]) == workload["extra_request_body"]
+    for empty in ({}, None):
+        argv = bp.build_client_argv([], **point, **bp.client_settings(dict(workload, extra_request_body=empty)))
+        assert "--extra-request-body" not in argv
 
 
 def test_point_from_a_complete_result():

@@ -5,6 +5,8 @@ Run against the real data/benchmark.yml; every bad value is refused with the var
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import sglang_bench_settings as settings
 import yaml
@@ -107,6 +109,28 @@ def test_the_workload_override_dict_sits_below_the_per_setting_variables():
                for p in err.value.problems)
     with pytest.raises(settings.SettingsError, match="must be a dict keyed by setting name"):
         settings.resolve_settings(DATA, {"sglang_bench_workload_override": "input_len=1"})
+
+
+def test_extra_request_body_is_a_setting_of_its_own_with_no_role_variable():
+    """extra_request_body (bench_serving's --extra-request-body): from the file, the override dict
+    (a JSON string from -e) or a campaign workload; a dict, refused when it is not an object or its
+    sampling_params would drop bench_serving's max_new_tokens; at its default ({}) left out."""
+    assert "extra_request_body" in settings.GENERIC_SETTINGS and DATA["extra_request_body"] == {}
+    assert "extra_request_body" not in settings.resolve_settings(DATA, {})
+    body = {"sampling_params": {"temperature": 0.7, "max_new_tokens": 1024}}
+    from_e = {"sglang_bench_workload_override": {"extra_request_body": json.dumps(body)}}
+    assert settings.resolve_settings(DATA, from_e)["extra_request_body"] == body
+    assert settings.resolve_settings({**DATA, "extra_request_body": {"return_logprob": True}}, from_e,
+                                     workload={"extra_request_body": {"x": 1}})["extra_request_body"] == {"x": 1}
+    for bad, words in (
+        ("temperature=0.7", "= 'temperature=0.7': must be a dict"),
+        ([1], "must be a dict"),
+        ({"sampling_params": {"temperature": 0.7}}, "sampling_params without max_new_tokens"),
+    ):
+        with pytest.raises(settings.SettingsError) as err:
+            settings.resolve_settings(DATA, {"sglang_bench_workload_override": {"extra_request_body": bad}})
+        (problem,) = err.value.problems
+        assert problem.startswith("sglang_bench_workload_override['extra_request_body']") and words in problem
 
 
 def test_every_workload_setting_is_resolved_and_every_resolved_key_is_a_setting():

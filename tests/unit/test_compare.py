@@ -214,6 +214,20 @@ def test_latest_baseline_wins_and_baseline_compares_with_the_one_before():
     assert entry["baseline_record_id"] is None
 
 
+def test_extra_request_body_is_part_of_the_workload_identity_only_when_given():
+    """A record made before extra_request_body existed (no key) and one with the default ({}) share
+    their key with each other, as every old record did; a body of its own is another workload."""
+    old = record("baseline", {10: [(40.0, 80.0, 250.0)]})
+    assert "extra_request_body" not in old["workload"]
+    default = record("baseline", {10: [(40.0, 80.0, 250.0)]}, workload=dict(WORKLOAD, extra_request_body={}))
+    other = record("baseline", {10: [(40.0, 80.0, 250.0)]},
+                   workload=dict(WORKLOAD, extra_request_body={"return_logprob": True}))
+    assert cmp.workload_key(old) == cmp.workload_key(default) == cmp.workload_key({"workload": WORKLOAD})
+    assert len(cmp.workload_key(old)) == 4  # the key older code made
+    assert cmp.workload_key(other) != cmp.workload_key(old)
+    assert cmp.workload_key(other)[4] == ("extra_request_body", '{"return_logprob": true}')
+
+
 def test_baseline_chosen_per_concurrency():
     full = record("baseline", {1: [(9.0, 12.0, 110.0)], 1024: [(1500.0, 3000.0, 520.0)]})
     partial = record("baseline", {1: [(10.0, 13.0, 100.0)]})  # newer, lacks c=1024

@@ -224,3 +224,23 @@ def test_concurrent_appenders_never_interleave(tmp_path):
     with open(path, "rb") as handle:
         assert handle.read().count(b"\n") == workers * count
     assert os.path.getsize(path) > workers * count * PAYLOAD
+
+
+def test_the_record_keeps_the_workload_whole_with_extra_request_body(tmp_path):
+    """sglang_ledger_append takes the workload whole (WORKLOAD_ARGUMENT_SPEC): extra_request_body
+    lands in the record's workload, {} when the resolved workload left it at its default; a body
+    that is no JSON object is refused by the workload's one check."""
+    from helpers.modules import run_module
+
+    base = {"input_len": 16, "output_len": 8, "concurrency": [1]}
+    common = dict(ledger=str(tmp_path / "ledger.jsonl"), run_id="r1", host="h", tier="baseline",
+                  failure={"class": "hang", "step": "ready", "message": "no answer"}, collect_provenance=False,
+                  _ansible_check_mode=True)
+    body = {"sampling_params": {"temperature": 0.7, "max_new_tokens": 8}}
+    res = run_module("sglang_ledger_append", tmp_path, workload=dict(base, extra_request_body=body), **common)
+    assert res["record"]["workload"]["extra_request_body"] == body
+    res = run_module("sglang_ledger_append", tmp_path, workload=base, **common)
+    assert res["record"]["workload"]["extra_request_body"] == {}
+    res = run_module("sglang_ledger_append", tmp_path, workload=dict(base, extra_request_body={"sampling_params": {}}),
+                     **common)
+    assert res["failed"] is True and "extra_request_body has a sampling_params without max_new_tokens" in res["msg"]
