@@ -405,3 +405,35 @@ def test_modules_check_mode_and_parse(experiment, sim, tmp_path):
     ((event, res),) = results["Bad concurrency is refused"]
     assert event == "runner_on_failed"
     assert "workload concurrency must be a non-empty list of integers >= 1" in res["msg"]
+
+
+def test_a_setting_with_no_role_variable_reaches_the_points_and_the_record(experiment, sim, tmp_path):
+    """sglang_bench_workload_override sets extra_request_body, a setting with no variable of its own:
+    the role resolves the workload once and hands it whole to the benchmark (its points ask for 4 new
+    tokens where output_len says 8) and to the record, whose workload keeps the body."""
+    body = {"sampling_params": {"max_new_tokens": 4, "ignore_eos": True}}
+    common = dict(
+        experiment["common"],
+        sglang_bench_results_dir=str(tmp_path / "host" / "results"),
+        sglang_bench_controller_results_dir=str(tmp_path / "controller" / "results"),
+        sglang_lab_work_dir=str(tmp_path / "host"),
+        sglang_bench_workload_override={"extra_request_body": body},
+    )
+    play = {
+        "name": "A workload with an extra request body",
+        "hosts": "all",
+        "gather_facts": False,
+        "vars": {**common, "sglang_bench_tier": "baseline"},
+        "tasks": [
+            {"name": f"Entry point {entry}",
+             "ansible.builtin.include_role": {"name": "sglang_bench", "tasks_from": entry}}
+            for entry in ("benchmark", "record")
+        ],
+    }
+    runner, _results = run_playbook(tmp_path, [play])
+    assert runner.status == "successful", tail(runner)
+    (record,) = ledger_records(tmp_path / "host" / "results" / "ledger.jsonl")
+    assert record["status"] == "success" and record["workload"]["extra_request_body"] == body
+    assert [(p["status"], p["total_output_tokens"]) for p in record["points"]] == [
+        ("ok", p["num_prompts"] * 4) for p in record["points"]
+    ]
