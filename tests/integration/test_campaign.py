@@ -34,9 +34,11 @@ def campaign_file(path: Path, **fields) -> Path:
 
 
 class CampaignLab(ExperimentLab):
-    def command(self, campaign: Path, **extra) -> list[str]:
+    def command(self, campaign: Path, quality_from_file=False, **extra) -> list[str]:
         extravars = {**self.base_vars(), "campaign": str(campaign), "sglang_campaign_report_dir": str(self.root),
                      "sglang_campaign_tier_env": CRASH, **extra}
+        if quality_from_file:  # the campaign file decides: the lab's -e (off, for CI time) would win over it
+            extravars.pop("sglang_bench_quality_enabled")
         self.runs += 1
         varsfile = self.root / f"vars-{self.runs:02d}.json"
         varsfile.write_text(json.dumps(extravars))
@@ -107,14 +109,18 @@ def test_a_killed_campaign_resumes_without_redoing_a_final_cell(lab):
 
 
 def test_a_transient_failure_is_retried_once_and_the_campaign_goes_on(lab):
-    campaign = campaign_file(lab.root / "transient.yml", name="tr", tiers=["t04-ep8"], repeats=1, aa_check=False)
-    result = lab.campaign(campaign, sglang_campaign_tier_env={"t04-ep8": {"SGLANG_SIM_FAULT": "port_in_use"}})
+    # The campaign file also turns the output-quality check off (no -e on the command line).
+    campaign = campaign_file(lab.root / "transient.yml", name="tr", tiers=["t04-ep8"], repeats=1, aa_check=False,
+                             quality={"enabled": False})
+    result = lab.campaign(campaign, quality_from_file=True,
+                          sglang_campaign_tier_env={"t04-ep8": {"SGLANG_SIM_FAULT": "port_in_use"}})
     assert result.returncode == 0, result.stdout[-6000:]
     cells = lab.cells("tr")
     assert [(r["campaign"]["cell"], r["status"], r["campaign"]["attempt"]) for r in cells] == [
         ("baseline/w/r1", "success", 1), ("t04-ep8/w/r1", "failed", 1), ("t04-ep8/w/r1", "failed", 2)]
     assert {r["failure"]["class"] for r in cells[1:]} == {"port_in_use"}
     assert "(transient: tried again)" in result.stdout
+    assert cells[0]["quality"]["status"] == "off"
 
 
 def test_a_spent_budget_starts_no_cell_and_says_how_to_go_on(lab):
@@ -130,15 +136,30 @@ def test_a_precision_target_adds_interleaved_rounds_up_to_max_repeats(lab):
     # One planned round, then the target adds rounds: one value an arm says nothing of its spread, so every
     # arm gets a second, interleaved (round 2 starts one arm later), and with a target no run meets
     # (0.001 %) the repeats end at max_repeats; the same command again adds nothing.
+    # The same cells run the output-quality check, the campaign's default (no -e: the file decides, and
+    # sets a rule). t03's outputs change (SGLANG_SIM_NUMERICS=perturbed, SYNTHETIC), but without an A/A
+    # arm there is no floor: the report says so and flags nothing (the rule firing: tests/unit/test_quality.py
+    # and make campaign-demo).
+    rule = {"aa_floor_margin": 0.05}
     campaign = campaign_file(lab.root / "precision.yml", name="pr", tiers=["t03-single-batch-overlap"], repeats=1,
-                             aa_check=False, precision={"target_pct": 0.001, "max_repeats": 2})
-    result = lab.campaign(campaign, sglang_campaign_tier_env={})
+                             aa_check=False, precision={"target_pct": 0.001, "max_repeats": 2}, quality={"rule": rule})
+    perturbed = {"t03-single-batch-overlap": {"SGLANG_SIM_NUMERICS": "perturbed"}}
+    result = lab.campaign(campaign, quality_from_file=True, sglang_campaign_tier_env=perturbed)
     assert result.returncode == 0, result.stdout[-6000:]
-    cells = [r["campaign"]["cell"] for r in lab.cells("pr")]
+    records = lab.cells("pr")
+    cells = [r["campaign"]["cell"] for r in records]
     assert cells == ["baseline/w/r1", "t03-single-batch-overlap/w/r1",
                      "t03-single-batch-overlap/w/r2", "baseline/w/r2"]
-    assert all(r["campaign"]["precision"]["max_repeats"] == 2 for r in lab.cells("pr"))
-    again = lab.campaign(campaign, sglang_campaign_tier_env={})
+    assert all(r["campaign"]["precision"]["max_repeats"] == 2 for r in records)
+    for record in records:  # every cell carries its quality block, with the outputs and the campaign's rule
+        assert record["quality"]["status"] == "ok", record["quality"]
+        assert record["quality"]["outputs"]["single"] and record["campaign"]["quality_rule"] == rule
+    assert records[1]["quality"]["comparison"]["verdict"].startswith("outputs changed (agreement ")
+    report = (lab.root / "campaign-pr.md").read_text()
+    assert "sim-local: no A/A floor (no A/A arm with outputs)" in report
+    assert "vs no A/A floor); rule not applied: no A/A floor |" in report
+    assert "| t03-single-batch-overlap | **quality_regressed" not in report  # its status stays its speed's
+    again = lab.campaign(campaign, quality_from_file=True, sglang_campaign_tier_env=perturbed)
     assert again.returncode == 0 and len(lab.cells("pr")) == 4, again.stdout[-4000:]
     report = (lab.root / "campaign-pr.md").read_text()
     assert report.count("max_repeats reached") == 2
