@@ -128,10 +128,12 @@ perf: $(STAMP) ## Lifecycle latency and per-cycle orchestration overhead vs seed
 	$(VPY) tools/perf_lifecycle.py
 
 # The simulator crashes t01 the way real SGLang did for the seeds (dynamo/FlashInfer-FP4 while
-# capturing piecewise CUDA graphs); the fault is inventory business, not the campaign file's.
-CAMPAIGN_DEMO_FAULTS := {"sglang_campaign_tier_env": {"t01-piecewise-cuda-graph": {"SGLANG_SIM_FAULT": "crash_on_load"}}}
+# capturing piecewise CUDA graphs), and changes t09's greedy outputs (SGLANG_SIM_NUMERICS=perturbed:
+# a stand-in for a tier that changes the arithmetic, so the campaign's quality rule fires); both are
+# inventory business, not the campaign file's.
+CAMPAIGN_DEMO_FAULTS := {"sglang_campaign_tier_env": {"t01-piecewise-cuda-graph": {"SGLANG_SIM_FAULT": "crash_on_load"}, "t09-torch-compile": {"SGLANG_SIM_NUMERICS": "perturbed"}}}
 
-campaign-demo: $(STAMP) ## A small campaign on the simulator (baseline, t03, crashing t01 x 2 repeats, A/A), resumable, with its report
+campaign-demo: $(STAMP) ## A small campaign on the simulator (baseline, t03, crashing t01, t09 with changed outputs x 2 repeats, A/A), resumable, with its report
 	$(VBIN)/ansible-playbook playbooks/campaign.yml -e campaign=data/campaigns/demo.yml -e '$(CAMPAIGN_DEMO_FAULTS)'
 
 fleet-demo: $(STAMP) ## One campaign on two simulator nodes in parallel: calibration, verdicts per host, an SLO search, the report
