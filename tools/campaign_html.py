@@ -10,7 +10,7 @@ no server and no network):
 
 * per host and workload, output tok/s per GPU against per-user output tok/s (1000 / mean TPOT),
   one series per arm with the repeats' bootstrap intervals as error bars on both axes, and the
-  Pareto frontier of the baseline and the tiers that did not crash;
+  Pareto frontier of the baseline and the tiers that did not crash and that the quality rule does not flag;
 * the verdict table (the A/A arm's rows are the host's noise floor) with each difference's
   simultaneous interval, a quality column (the arm's output-quality verdict on that host,
   sglang_stats.host_quality; ``no quality check`` for records without one), and the records
@@ -244,13 +244,15 @@ def pareto_frontier(points: list[dict]) -> list[dict]:
     return sorted(frontier, key=lambda p: (p["x"], -p["y"]))
 
 
-def pareto_series(part: dict, order: list[str], records: Records) -> dict:
+def pareto_series(part: dict, order: list[str], records: Records, regressed: frozenset = frozenset()) -> dict:
     """Per arm, the points of the throughput-per-GPU / per-user chart, and the frontier.
 
     Each point: the arm's median per-user tok/s and output tok/s at a concurrency (the analysis's
     summaries), with their intervals, divided by the arm's GPU count when every arm plotted has one
     known count (``per_gpu``); else output tok/s of all GPUs. The frontier is over the baseline
-    and the tiers whose status is not crashed (the A/A arm repeats the baseline)."""
+    and the tiers whose status is not crashed (the A/A arm repeats the baseline) and that are not in
+    ``regressed`` (the host's arms the campaign's quality rule flags: faster with changed answers is
+    not a point to deploy)."""
     arms = part["arms"]
     names = text.arm_order(list(arms), arms, order)
     counts = {}
@@ -282,6 +284,7 @@ def pareto_series(part: dict, order: list[str], records: Records) -> dict:
         p
         for name, points in series.items()
         if arms[name]["role"] != stats.ROLE_AA and arms[name]["status"]["status"] != stats.STATUS_CRASHED
+        and name not in regressed
         for p in points
     ]
     return {"names": names, "series": series, "per_gpu": per_gpu, "frontier": pareto_frontier(candidates)}
@@ -314,10 +317,12 @@ def mark_synthetic(fig, synthetic: bool, title: str) -> None:
     )
 
 
-def pareto_figure(where: str, part: dict, order: list[str], records: Records, synthetic: bool):
+def pareto_figure(
+    where: str, part: dict, order: list[str], records: Records, synthetic: bool, regressed: frozenset = frozenset()
+):
     import plotly.graph_objects as go
 
-    data = pareto_series(part, order, records)
+    data = pareto_series(part, order, records, regressed)
     arms = part["arms"]
     fig = go.Figure()
     for index, name in enumerate(data["names"]):
@@ -765,13 +770,14 @@ def build_html(
         for workload, part in data["workloads"].items():
             where = f"`{host}`, workload `{workload}`"
             plain = f"{host} / {workload}"
-            fig, pareto = pareto_figure(plain, part, order, joined, host_synthetic)
+            regressed = frozenset(a for a, q in data["quality"]["arms"].items() if q["regressed"])
+            fig, pareto = pareto_figure(plain, part, order, joined, host_synthetic, regressed)
             body.append(f"<h3>Throughput per GPU against interactivity: {md_inline(where)}</h3>")
             body.append(
                 "<p class='note'>One series per arm: the median over the repeats at each concurrency, error bars the "
                 "95% bootstrap interval of that median on both axes. The frontier joins the points that no other "
                 "point of the baseline or a tier beats on both axes (the A/A arm repeats the baseline; a crashed "
-                f"tier is left out of it). {esc(text.PER_USER_RULE)}.</p>"
+                f"tier and one the campaign's quality rule flags are left out of it). {esc(text.PER_USER_RULE)}.</p>"
             )
             body.append(figure_html(fig, f"pareto-{charts}"))
             charts += 1

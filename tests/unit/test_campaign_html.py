@@ -240,3 +240,30 @@ def test_results_dir_writes_every_campaign(tmp_path, capsys):
     assert "no campaign record" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         campaign_report.main(["--results-dir", str(results), "--ledger", str(results / "node-a" / "ledger.jsonl")])
+
+
+def quality_block(second_prompt_ids):
+    outputs = [{"id": "a", "token_ids": [1, 2, 3, 4], "logprobs": None},
+               {"id": "b", "token_ids": second_prompt_ids, "logprobs": None}]
+    return {"status": "ok", "prompt_set": {"name": "t", "sha256": "s1", "prompts": 2},
+            "outputs": {"single": outputs, "batch": outputs}, "error": None}
+
+
+def test_a_tier_the_quality_rule_flags_is_red_and_off_the_frontier(tmp_path):
+    # t02 is the fastest arm (on the frontier by speed alone), but its outputs changed: the campaign's
+    # rule makes it quality_regressed (docs/quality.md), so the frontier leaves it out.
+    cells = campaign([BASE, BETTER, SAME, AA], repeats=3)
+    for entry in cells:
+        entry["quality"] = quality_block([5, 9, 9, 9] if entry["tier"] == "t02-mscclpp" else [5, 6, 7, 8])
+        entry["campaign"]["quality_rule"] = {"aa_floor_margin": 0.05}
+    page, analysis, _ = build(tmp_path, cells)
+    assert analysis["hosts"]["node-a"]["status"]["t02-mscclpp"]["status"] == stats.STATUS_QUALITY_REGRESSED
+    traces = {t["name"]: t for t in plotly_figures(page)["pareto-0"]["data"]}
+    frontier = set(zip(traces[campaign_html.FRONTIER]["x"], traces[campaign_html.FRONTIER]["y"], strict=True))
+    assert frontier and not frontier & set(zip(traces["t02-mscclpp"]["x"], traces["t02-mscclpp"]["y"], strict=True))
+    dom = parse_dom(page)
+    flagged = [r for r in rows_of(dom, "Verdicts against baseline") if r[0] == "t02-mscclpp"]
+    assert flagged and all(r[-2].startswith("quality_regressed (agreement 62 % < A/A floor 100 %") for r in flagged)
+    quality = {r[1]: r for r in rows_of(dom, "Output quality")}
+    assert quality["t05-allreduce-fusion"][-1] == "outputs unchanged"
+    assert "class='worse'>quality_regressed (agreement" in page
