@@ -16,6 +16,9 @@ set of outputs against another, and ``quality_comparison`` a record against the 
 baseline record for the same prompt set, with the A/A floor from the two latest baselines. The
 verdict is one of ``outputs unchanged``, ``outputs changed (agreement 62 % vs A/A 100 %)`` or
 ``no baseline outputs`` (and ``quality check off`` / ``quality check failed (...)``).
+``campaign_quality`` judges a campaign's arms on one host: each arm's agreement with the baseline
+arm, the A/A floor from the campaign's own A/A arm, and the campaign file's rule, which makes a
+tier ``quality_regressed`` (docs/quality.md "In a campaign").
 
 Pure functions, standard library only (the collection runs on the target host); the one side
 effect, the HTTP POST, is ``post_json``, which tests replace.

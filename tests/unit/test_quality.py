@@ -1,7 +1,8 @@
 """The output-quality check (module_utils/sglang_quality.py, issue 25): the shipped prompt set, the
 answer format SGLang returns, the comparison's numbers, the verdict words, the collection's two
 passes and its failures, and the comparison against a ledger's baselines; then the simulator's
-greedy outputs and its SGLANG_SIM_NUMERICS knob (SYNTHETIC).
+greedy outputs and its SGLANG_SIM_NUMERICS knob (SYNTHETIC); then a campaign's A/A floor, its rule
+(quality_regressed) and the campaign file's switches.
 """
 
 from __future__ import annotations
