@@ -918,6 +918,11 @@ def measure_point(point, spec, result, end=None):
                 "message": "bench_serving and the server's own counters (/metrics) disagree: " + "; ".join(mismatches),
                 "signals": mismatches,
             }
+        elif mismatches and isinstance(point.get("failure"), dict):
+            # Already failed on other evidence (a streamed error): the counters are a second witness,
+            # kept beside the first (on the H100 recording: 651 completed to the client, 0 to the server).
+            signals = point["failure"].setdefault("signals", [])
+            signals.extend("the server's own counters disagree: " + m for m in mismatches)
     short = window_shortfall(result, spec.get("window"))
     if short:
         point["window"] = dict(spec["window"], shortfall=short)
