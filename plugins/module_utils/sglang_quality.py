@@ -201,6 +201,25 @@ def post_json(url, payload, timeout):
         raise QualityRequestError(f"{url} answered with a body that is not JSON: {body[:BODY_LIMIT]}") from None
 
 
+def flush_cache(url, timeout_s=30.0, clock=time.monotonic, sleep=time.sleep):
+    """POST SGLang's ``/flush_cache`` (``url``) until it answers 200; SGLang refuses (400) while
+    requests run, so this also waits for the server to be idle. ``{"ok", "status", "attempts",
+    "seconds"}``; never raises (a server without the endpoint gives ok false and its status)."""
+    began, attempts, status = clock(), 0, None
+    while True:
+        attempts += 1
+        try:
+            status = urlopen(Request(url, data=b"", method="POST"), timeout=10).status
+        except HTTPError as exc:
+            status = exc.code
+        except (URLError, OSError, ValueError):
+            status = None
+        if status == 200 or clock() - began > timeout_s:
+            break
+        sleep(0.2)
+    return {"ok": status == 200, "status": status, "attempts": attempts, "seconds": round(clock() - began, 3)}
+
+
 def _outputs(prompts, answers):
     outputs = []
     for prompt, answer in zip(prompts, answers, strict=True):
@@ -212,14 +231,18 @@ def _outputs(prompts, answers):
     return outputs
 
 
-def collect(url, data, sender=post_json, clock=time.monotonic):
+def collect(url, data, sender=post_json, clock=time.monotonic, flush=None):
     """Send the prompt set (side effect through ``sender``); the record's ``quality`` block.
 
     First one request per prompt, one at a time (``single``); then the prompts again, up to
-    ``batch_size`` texts per request (``batch``), which SGLang schedules together. Returns
+    ``batch_size`` texts per request (``batch``), which SGLang schedules together. Each pass starts
+    from a flushed prefix cache when ``flush`` (a callable, e.g. ``flush_cache`` bound to the
+    server's ``/flush_cache``) is given: on real SGLang 0.5.17 greedy outputs of the same launch
+    differed (93.5 % token agreement) after a benchmark that left other prompts in the radix cache,
+    while four starts measured from the same cache state agreed 100 % (docs/quality.md). Returns
     ``{"status", "prompt_set", "sampling", "batch_size", "url", "seconds", "outputs": {"single",
-    "batch"}, "batch_vs_single", "error"}``; a failed request gives status ``failed``, the outputs
-    collected before it and the error, never an exception."""
+    "batch"}, "batch_vs_single", "cache_flush", "error"}``; a failed request gives status
+    ``failed``, the outputs collected before it and the error, never an exception."""
     prompts = data["prompts"]
     block = {
         "status": STATUS_OK,
@@ -232,12 +255,18 @@ def collect(url, data, sender=post_json, clock=time.monotonic):
         "batch_vs_single": None,
         "error": None,
     }
+    if flush is not None:
+        block["cache_flush"] = {}
     timeout = data["timeout_s"]
     try:
+        if flush is not None:
+            block["cache_flush"]["single"] = flush()
         start = clock()
         answers = [sender(url, generate_payload(p["text"], data["sampling"]), timeout) for p in prompts]
         block["outputs"]["single"] = _outputs(prompts, answers)
         block["seconds"]["single"] = round(clock() - start, 3)
+        if flush is not None:
+            block["cache_flush"]["batch"] = flush()
         start = clock()
         batch = []
         for first in range(0, len(prompts), data["batch_size"]):

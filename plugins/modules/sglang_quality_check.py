@@ -30,6 +30,15 @@ options:
       - With C(enabled=false) nothing is sent and the block says C(status=off).
     type: dict
     required: true
+  flush_cache:
+    description:
+      - POST the server's C(/flush_cache) before each pass (it waits for the server to be idle), so that
+        both passes start from an empty prefix cache whatever the benchmark before them left there. On real
+        SGLang 0.5.17 greedy outputs of one launch moved (93.5 % token agreement) after a benchmark that
+        left other prompts cached (docs/quality.md).
+      - A flush that fails is recorded in C(cache_flush) and does not stop the check.
+    type: bool
+    default: true
 seealso:
   - module: sglang_ledger_append
 """
@@ -69,13 +78,18 @@ quality:
     batch_vs_single:
       description: The batch pass held against the single pass (module_utils/sglang_quality.py compare).
       type: dict
+    cache_flush:
+      description: With O(flush_cache), the flush before each pass - C(single) and C(batch), each C(ok), C(status),
+        C(attempts), C(seconds).
+      type: dict
+      returned: when O(flush_cache) is true and the check ran
     error:
       description: What failed (null when nothing did).
       type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_quality import STATUS_OFF, check_prompt_set, collect, prompt_set_identity
+from ansible.module_utils.sglang_quality import STATUS_OFF, check_prompt_set, collect, flush_cache, prompt_set_identity
 
 
 def main():
@@ -84,6 +98,7 @@ def main():
             address=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
             prompt_set=dict(type="dict", required=True),
+            flush_cache=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -101,7 +116,9 @@ def main():
             "status": STATUS_OFF, "prompt_set": prompt_set_identity(p["prompt_set"]), "url": url, "error": None,
             "reason": why,
         })
-    module.exit_json(changed=False, quality=collect(url, p["prompt_set"]))
+    base = f"http://{p['address']}:{p['port']}"
+    flush = (lambda: flush_cache(base + "/flush_cache")) if p["flush_cache"] else None
+    module.exit_json(changed=False, quality=collect(url, p["prompt_set"], flush=flush))
 
 
 if __name__ == "__main__":

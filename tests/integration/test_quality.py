@@ -68,6 +68,8 @@ def test_the_record_keeps_the_greedy_outputs_of_both_passes(lab, runs):
     # Measured, not assumed: the simulator batches greedily alike, so the batch pass agrees.
     assert quality["batch_vs_single"]["identical"] == len(PROMPTS["prompts"])
     assert quality["seconds"]["single"] > 0 and quality["seconds"]["batch"] > 0
+    # Each pass began from a flushed prefix cache (the simulator's /flush_cache, as SGLang's, says 200).
+    assert quality["cache_flush"]["single"]["ok"] and quality["cache_flush"]["batch"]["ok"]
     assert quality["comparison"]["verdict"] == "no baseline outputs"
     assert facts(runs[0], "baseline")["quality"]["verdict"] == "no baseline outputs"
 

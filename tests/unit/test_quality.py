@@ -193,6 +193,53 @@ def test_collect_sends_one_at_a_time_then_in_batches_and_measures_the_difference
     assert block["batch_vs_single"]["mean_first_divergence"] == 0.0
 
 
+def test_collect_flushes_the_prefix_cache_before_each_pass():
+    """Each pass starts from an empty radix cache, whatever the benchmark before it left there."""
+    order = []
+    server = FakeServer()
+
+    def sender(url, payload, timeout):
+        order.append("batch" if isinstance(payload["text"], list) else "single")
+        return server(url, payload, timeout)
+
+    def flush():
+        order.append("flush")
+        return {"ok": True, "status": 200, "attempts": 1, "seconds": 0.0}
+
+    block = q.collect("http://h/generate", small_set(), sender=sender, flush=flush)
+    assert order == ["flush", "single", "single", "single", "flush", "batch", "batch"]
+    assert block["cache_flush"]["single"]["ok"] and block["cache_flush"]["batch"]["ok"]
+    assert "cache_flush" not in q.collect("http://h/generate", small_set(), sender=FakeServer())
+
+
+def test_flush_cache_waits_for_an_idle_server_and_says_what_it_got():
+    """SGLang answers 400 to /flush_cache while requests run; the flush asks again until 200, and a
+    server that never says 200 is reported (ok false, its status), never raised."""
+    import http.server
+    import threading
+
+    answers = [400, 400, 200]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            self.send_response(answers.pop(0) if answers else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_port}/flush_cache"
+        done = q.flush_cache(url, timeout_s=5, sleep=lambda _s: None)
+        assert done["ok"] is True and done["status"] == 200 and done["attempts"] == 3
+        refused = q.flush_cache(url, timeout_s=0, sleep=lambda _s: None)
+        assert refused == dict(refused, ok=False, status=404, attempts=1)
+    finally:
+        httpd.shutdown()
+
+
 def test_collect_keeps_what_it_had_when_a_request_fails():
     block = q.collect("http://h/generate", small_set(), sender=FakeServer(fail_at=3))
     assert block["status"] == "failed" and "HTTP 500" in block["error"]
