@@ -379,8 +379,7 @@ def test_disk_problems(tmp_path):
 # --------------------------------------------------------------------------- FlashInfer patches
 
 
-FLASHINFER_VARS = REPO / "roles" / "flashinfer" / "vars" / "main.yml"
-CATALOG = yaml.safe_load(FLASHINFER_VARS.read_text())["__flashinfer_patch_catalog"]
+CATALOG = yaml.safe_load((REPO / "data" / "flashinfer_patches.yml").read_text())["patches"]
 PATCH_FILES = [spec["patch"] for spec in CATALOG.values()]
 
 

@@ -17,9 +17,7 @@ import pytest
 import yaml
 from helpers.paths import REPO
 
-CATALOG = yaml.safe_load((REPO / "roles" / "flashinfer" / "vars" / "main.yml").read_text())[
-    "__flashinfer_patch_catalog"
-]
+CATALOG = yaml.safe_load((REPO / "data" / "flashinfer_patches.yml").read_text())["patches"]
 PATCHES = REPO / "roles" / "flashinfer" / "files" / "patches"
 VERSION = "0.6.7.post3"
 CACHE = REPO / ".cache" / "flashinfer-wheels"

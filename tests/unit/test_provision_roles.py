@@ -108,7 +108,7 @@ def test_variables_and_registers_carry_the_role_prefix(role):
 
 
 def test_patch_catalog_matches_patch_files():
-    catalog = load(REPO / "roles" / "flashinfer" / "vars" / "main.yml")["__flashinfer_patch_catalog"]
+    catalog = load(REPO / "data" / "flashinfer_patches.yml")["patches"]
     files_dir = REPO / "roles" / "flashinfer" / "files" / "patches"
     assert sorted(catalog) == ["flashinfer-fp4-quantize-compiler-disable", "flashinfer-get-cuda-version-torch"]
     targets = [entry["file"] for entry in catalog.values()]
@@ -123,3 +123,21 @@ def test_patch_catalog_matches_patch_files():
         assert any(entry["marker"] in line for line in added), patch_id
         for key in ("original_sha256", "patched_sha256"):
             assert re.fullmatch(r"[0-9a-f]{64}", entry[key]), (patch_id, key)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_role_names_another_roles_private_variable(role):
+    """Roles speak through their interfaces (../shared/STYLE.md): no file of a role's tasks, vars,
+    defaults or templates names another role's ``__`` variable, not even inside a lookup of its
+    files (the experiment's preflight once read role flashinfer's private patch catalog; the catalog
+    is project data now, data/flashinfer_patches.yml)."""
+    others = [prefix(other) for other in ROLES if other != role and prefix(other) != prefix(role)]
+    found = []
+    for folder in ("tasks", "vars", "defaults", "templates", "handlers"):
+        for path in sorted((REPO / "roles" / role / folder).glob("**/*")):
+            if not path.is_file():
+                continue
+            for name in re.findall(r"__([a-z][a-z0-9_]*)", path.read_text()):
+                if any(name.startswith(other + "_") for other in others) and not name.startswith(prefix(role) + "_"):
+                    found.append(f"{path.relative_to(REPO)}: __{name}")
+    assert found == []
