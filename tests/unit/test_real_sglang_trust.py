@@ -149,9 +149,9 @@ def test_points_below_their_window_are_too_short_in_no_verdict():
 
 @pytest.mark.parametrize("index", [1, 4, 5, 8, 10])
 def test_an_aa_by_experiment_yml_never_reads_better_or_worse(index):
-    """Each baseline start against the one before it, through today's comparison: one start a side is
-    no verdict at every point and metric, though the medians differ by up to 16 % (the fixed +-5 %
-    rule of old would have called several of these better or worse)."""
+    """Each baseline start against the baseline records before it, through today's comparison: one
+    start a side is no verdict at every point and metric, though the medians differ by 6-43 % (the
+    fixed +-5 % rule of old would have called every one of these better or worse)."""
     found = ledger()
     rows = sglang_compare.comparison_rows(sglang_compare.compare_record(found[index], found[: index + 1]))
     assert rows
