@@ -45,11 +45,19 @@ try:  # Inside AnsiballZ.
         CACHE_STATES,
         DATASETS,
         WORKLOAD_OPTIONS,
+        as_number,
         setting_default,
         workload_problems,
     )
 except ImportError:  # pytest, the filter plugin and tools put module_utils on sys.path.
-    from sglang_workload_options import CACHE_STATES, DATASETS, WORKLOAD_OPTIONS, setting_default, workload_problems
+    from sglang_workload_options import (
+        CACHE_STATES,
+        DATASETS,
+        WORKLOAD_OPTIONS,
+        as_number,
+        setting_default,
+        workload_problems,
+    )
 
 # setting -> (override variable, path in data/benchmark.yml)
 OVERRIDES = (
@@ -102,15 +110,6 @@ def _as_int(value):
     return None
 
 
-def _as_float(value):
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def _as_bool(value):
     if isinstance(value, bool):
         return value
@@ -155,7 +154,7 @@ def _by_type(name, value):
     if kind == "int":
         return _as_int(value)
     if kind == "float":
-        return _as_float(value)
+        return as_number(value)
     if kind == "bool":
         return _as_bool(value)
     return None if isinstance(value, (dict, list)) else str(value)
@@ -212,7 +211,7 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         if number is None or number < 1:
             bad(name, "must be an integer >= 1")
         cfg[name] = number
-    ratio = _as_float(raw["random_range_ratio"])
+    ratio = as_number(raw["random_range_ratio"])
     if ratio is None or not 0 <= ratio <= 1:
         bad("random_range_ratio", "must be a number within [0, 1]")
     cfg["random_range_ratio"] = ratio
@@ -232,7 +231,7 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         prompts[key] = number
     cfg["num_prompts"] = prompts
     rate = str(raw["request_rate"]).strip().lower()
-    rate_value = _as_float(rate)
+    rate_value = as_number(rate)
     if rate != "inf" and (rate_value is None or rate_value <= 0):
         bad("request_rate", "must be inf or a positive number of requests per second")
     cfg["request_rate"] = rate if rate == "inf" else str(raw["request_rate"])
@@ -260,7 +259,7 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         warmup["concurrency"] = number
         levels = [number]
     for key in ("input_len", "max_new_tokens", "timeout_s"):
-        number = _as_float(warmup.get(key))
+        number = as_number(warmup.get(key))
         if number is None or number <= 0:
             problems.append(f"warmup.{key} in the settings file = {warmup.get(key)!r}: must be a number > 0{where}")
     cfg["warmup"] = {
@@ -277,7 +276,7 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         if number is None or number < (1 if key == "max_prompts" else 0):
             bad(f"measurement.{key}", f"must be an integer >= {1 if key == 'max_prompts' else 0}")
         measurement[key] = number
-    seconds = _as_float(raw["measurement.min_duration_s"])
+    seconds = as_number(raw["measurement.min_duration_s"])
     if seconds is None or seconds < 0:
         bad("measurement.min_duration_s", "must be a number of seconds >= 0")
     measurement["min_duration_s"] = seconds
@@ -290,7 +289,7 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         bad("measurement.server_metrics", "must be true or false")
     measurement["server_metrics"] = metrics
     cfg["measurement"] = measurement
-    confidence = _as_float(raw["confidence"])
+    confidence = as_number(raw["confidence"])
     if confidence is None or not 0 < confidence < 1:
         bad("confidence", "must be a number between 0 and 1 (exclusive), such as 0.95")
     cfg["confidence"] = confidence

@@ -79,7 +79,9 @@ def setting_default(name):
     return copy.deepcopy(WORKLOAD_OPTIONS[name].get("default"))
 
 
-def _number(value):
+def as_number(value):
+    """A setting's value as a float (numbers from the command line arrive as strings); None for a bool or
+    anything else that is not a number."""
     if isinstance(value, bool):
         return None
     try:
@@ -89,7 +91,7 @@ def _number(value):
 
 
 def _at_least(value, low):
-    number = _number(value)
+    number = as_number(value)
     return number is not None and number >= low and number == int(number)
 
 
@@ -111,7 +113,7 @@ def workload_problems(workload, names=None):
         want(name, lambda v: _at_least(v, 1), "must be an integer >= 1")
     want(
         "random_range_ratio",
-        lambda v: _number(v) is not None and 0 <= _number(v) <= 1,
+        lambda v: as_number(v) is not None and 0 <= as_number(v) <= 1,
         "must be a number within [0, 1]",
     )
     want(
@@ -126,12 +128,12 @@ def workload_problems(workload, names=None):
     )
     want(
         "request_rate",
-        lambda v: str(v).strip().lower() == "inf" or (_number(v) or 0) > 0,
+        lambda v: str(v).strip().lower() == "inf" or (as_number(v) or 0) > 0,
         "must be inf or a positive number of requests per second",
     )
     want(
         "confidence",
-        lambda v: _number(v) is not None and 0 < _number(v) < 1,
+        lambda v: as_number(v) is not None and 0 < as_number(v) < 1,
         "must be a number between 0 and 1 (exclusive), such as 0.95",
     )
     want("extra_request_body", _json_object, "must be a JSON object (bench_serving's --extra-request-body)")
