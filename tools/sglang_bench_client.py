@@ -543,14 +543,29 @@ def resize(point: dict, result: dict):
         return None
     wanted = max(need_requests, math.ceil(1.2 * need_seconds * completed / duration))
     wanted = min(wanted, int(window.get("max_prompts") or wanted))
+    groups = _gsp_groups(point.get("argv") or [])
+    if groups:  # generated-shared-prefix sends whole groups (sglang_bench_points.shared_prefix_prompts)
+        wanted = -(-wanted // groups) * groups
     return wanted if wanted > int(point["num_prompts"]) else None
 
 
+def _gsp_groups(argv: list):
+    """--gsp-num-groups of a generated-shared-prefix point's argv, else None."""
+    if "--gsp-num-groups" not in argv:
+        return None
+    return int(argv[argv.index("--gsp-num-groups") + 1])
+
+
 def with_prompts(argv: list, prompts: int) -> list:
-    """``argv`` with its ``--num-prompts`` set to ``prompts``."""
+    """``argv`` with its ``--num-prompts`` set to ``prompts`` (and, for generated-shared-prefix,
+    ``--gsp-prompts-per-group`` to prompts / groups: bench_serving sends groups x that)."""
     argv = list(argv)
     index = argv.index("--num-prompts")
     argv[index + 1] = str(int(prompts))
+    groups = _gsp_groups(argv)
+    if groups:
+        index = argv.index("--gsp-prompts-per-group")
+        argv[index + 1] = str(int(prompts) // groups)
     return argv
 
 

@@ -25,6 +25,11 @@ options:
       settings_file:
         description: The settings file the workload was resolved from.
         type: str
+      name:
+        description:
+          - The catalogue workload it was resolved from (data/workloads.yml, C(-e workload=NAME));
+            absent when none was named.
+        type: str
       client:
         description: The benchmark client.
         type: str
@@ -34,18 +39,26 @@ options:
         type: str
         default: sglang
       dataset_name:
-        description: bench_serving dataset (C(random) or C(random-ids)).
+        description:
+          - bench_serving dataset - C(random), C(random-ids), C(sharegpt) (the conversations of a
+            ShareGPT-format file) or C(generated-shared-prefix) (groups of prompts behind a shared
+            system prompt each).
         type: str
         default: random
       dataset_path:
-        description: Local dataset file (the ShareGPT JSON for C(random)).
+        description: Local dataset file (the ShareGPT-format JSON for C(random) and C(sharegpt)).
         type: str
       input_len:
-        description: Input tokens per request (C(--random-input-len)).
+        description:
+          - Input tokens per request (C(--random-input-len)); for C(generated-shared-prefix) the
+            question after the shared system prompt (C(--gsp-question-len)); not sent for
+            C(sharegpt), whose prompts are the corpus's own.
         type: int
         required: true
       output_len:
-        description: Output tokens per request (C(--random-output-len)).
+        description:
+          - Output tokens per request (C(--random-output-len); C(--sharegpt-output-len),
+            C(--gsp-output-len) for those datasets).
         type: int
         required: true
       random_range_ratio:
@@ -137,6 +150,16 @@ options:
           - Part of the workload's identity - records with different bodies are not compared.
         type: dict
         default: {}
+      gsp_num_groups:
+        description:
+          - C(generated-shared-prefix) only - the groups, each with a system prompt of its own
+            (C(--gsp-num-groups)). bench_serving sends groups x prompts per group requests, so a
+            point's prompts are rounded up to a multiple of it (C(--gsp-prompts-per-group) =
+            prompts / groups).
+        type: int
+      gsp_system_prompt_len:
+        description: C(generated-shared-prefix) only - the shared system prompt's tokens (C(--gsp-system-prompt-len)).
+        type: int
 """
 
     CLIENT = r"""

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -145,15 +146,44 @@ def sglang_experiment_failure(outcome):
 # --------------------------------------------------------------------------- benchmark settings
 
 
-def sglang_bench_settings(data, overrides=None, settings_file=None, workload=None):
+def sglang_bench_settings(data, overrides=None, settings_file=None, workload=None, workloads_file=None):
+    """data/benchmark.yml resolved with the overrides and a campaign workload; when the overrides name
+    a catalogue workload (sglang_bench_workload_name), ``workloads_file`` is read and checked against
+    its schema (workloads.schema.json beside it) and the entry is the resolver's named layer."""
     logic = _load("sglang_bench_settings")
+    named = None
+    name = (overrides or {}).get("sglang_bench_workload_name")
+    if name not in (None, ""):
+        named = sglang_workload_entry(workloads_file, name, data)
     try:
-        return logic.resolve_settings(data, overrides, settings_file, workload)
+        return logic.resolve_settings(data, overrides, settings_file, workload, named=named)
     except logic.SettingsError as exc:
         raise AnsibleFilterError(
             "The benchmark settings cannot run: "
             + "; ".join(exc.problems)
             + ". Fix the inventory override (or -e), the campaign workload or the settings file named."
+        ) from None
+
+
+def sglang_workload_entry(workloads_file, name, bench_data):
+    """The catalogue workload ``name`` of ``workloads_file``, the whole file checked first (its schema,
+    every workload resolved over ``bench_data``), or an error naming each problem and, for an unknown
+    name, the workloads there are."""
+    import yaml
+
+    catalogue = _load("sglang_workload_catalogue")
+    path = Path(str(workloads_file))
+    try:
+        data = yaml.safe_load(path.read_text())
+        schema = json.loads((path.parent / "workloads.schema.json").read_text())
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise AnsibleFilterError(f"Cannot read the workload catalogue {path}: {exc}") from None
+    try:
+        return catalogue.entry(catalogue.check_catalogue(data, schema, bench_data, source=str(path)), name, str(path))
+    except catalogue.CatalogueError as exc:
+        raise AnsibleFilterError(
+            "The named workload cannot run: " + "; ".join(exc.problems) + ". Nothing was stopped or started; "
+            "the catalogue: docs/benchmark.md, \"Workload catalogue\"."
         ) from None
 
 

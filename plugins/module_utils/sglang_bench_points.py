@@ -219,7 +219,19 @@ def client_settings(workload):
         range_ratio=workload.get("random_range_ratio", 1.0),
         seed=workload.get("seed", 1),
         extra_request_body=workload.get("extra_request_body"),
+        gsp_num_groups=workload.get("gsp_num_groups"),
+        gsp_system_prompt_len=workload.get("gsp_system_prompt_len"),
     )
+
+
+def shared_prefix_prompts(num_prompts, groups):
+    """A point's prompts for generated-shared-prefix: bench_serving sends num_groups x
+    prompts-per-group requests whatever --num-prompts says, so the count is rounded up to a
+    multiple of the groups (the point's num_prompts is then what it sends). Unchanged without groups."""
+    if not groups:
+        return int(num_prompts)
+    groups = int(groups)
+    return -(-int(num_prompts) // groups) * groups
 
 
 def build_client_argv(
@@ -244,8 +256,16 @@ def build_client_argv(
     tag=None,
     extra_args=None,
     extra_request_body=None,
+    gsp_num_groups=None,
+    gsp_system_prompt_len=None,
 ):
-    """Return the full bench_serving command line for one point."""
+    """Return the full bench_serving command line for one point.
+
+    The lengths go to the dataset's own flags: random/random-ids --random-input-len and
+    --random-output-len; sharegpt --sharegpt-output-len (the prompts are the corpus's own);
+    generated-shared-prefix --gsp-question-len, --gsp-output-len, --gsp-range-ratio, with
+    --gsp-num-groups, --gsp-system-prompt-len and --gsp-prompts-per-group = num_prompts / groups
+    (ValueError when num_prompts is not a multiple of the groups: shared_prefix_prompts)."""
     argv = list(client_command) + [
         "--backend",
         "sglang",
@@ -267,6 +287,29 @@ def build_client_argv(
         str(float(range_ratio)),
         "--num-prompts",
         str(int(num_prompts)),
+    ]
+    if dataset_name == "sharegpt":
+        argv += ["--sharegpt-output-len", str(int(output_len))]
+    if dataset_name == "generated-shared-prefix":
+        if not gsp_num_groups or not gsp_system_prompt_len:
+            raise ValueError("generated-shared-prefix needs gsp_num_groups and gsp_system_prompt_len")
+        if int(num_prompts) % int(gsp_num_groups):
+            raise ValueError(f"num_prompts {num_prompts} is not a multiple of gsp_num_groups {gsp_num_groups}")
+        argv += [
+            "--gsp-num-groups",
+            str(int(gsp_num_groups)),
+            "--gsp-prompts-per-group",
+            str(int(num_prompts) // int(gsp_num_groups)),
+            "--gsp-system-prompt-len",
+            str(int(gsp_system_prompt_len)),
+            "--gsp-question-len",
+            str(int(input_len)),
+            "--gsp-output-len",
+            str(int(output_len)),
+            "--gsp-range-ratio",
+            str(float(range_ratio)),
+        ]
+    argv += [
         "--max-concurrency",
         str(int(concurrency)),
         "--request-rate",
@@ -790,13 +833,16 @@ def point_file(concurrency, repeat):
     return f"c{int(concurrency)}_r{int(repeat)}.jsonl"
 
 
-def plan_points(concurrency, repeats, output_dir, num_prompts=None, multiplier=None, floor=None, min_requests=0):
+def plan_points(
+    concurrency, repeats, output_dir, num_prompts=None, multiplier=None, floor=None, min_requests=0, groups=None
+):
     """The points of one cell, repeats outer and concurrency inner.
 
     Each is ``{index, id, concurrency, repeat, num_prompts, output_file, log}``;
     num_prompts is the given number for every point, else
     max(multiplier * concurrency, floor), and at least ``min_requests`` (the
-    measurement window's) either way. ValueError for nonsense.
+    measurement window's) either way, rounded up to a multiple of ``groups``
+    (generated-shared-prefix's gsp_num_groups: shared_prefix_prompts). ValueError for nonsense.
     """
     concurrency = [int(c) for c in concurrency or []]
     if not concurrency:
@@ -809,7 +855,7 @@ def plan_points(concurrency, repeats, output_dir, num_prompts=None, multiplier=N
             if conc < 1:
                 raise ValueError(f"every concurrency must be >= 1, got {conc!r}")
             prompts = int(num_prompts) if num_prompts is not None else num_prompts_for(conc, multiplier, floor)
-            prompts = max(prompts, int(min_requests or 0))
+            prompts = shared_prefix_prompts(max(prompts, int(min_requests or 0)), groups)
             output_file = os.path.join(output_dir, point_file(conc, repeat))
             points.append(
                 {

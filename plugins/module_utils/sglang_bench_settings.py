@@ -17,9 +17,13 @@ Precedence: a campaign workload's settings (``workload``, keyed by the setting
 names below, e.g. ``concurrency`` or ``warmup.requests``) over the inventory's
 sglang_bench_* overrides (one variable per setting of OVERRIDES) over the
 inventory's ``sglang_bench_workload_override`` (one dict keyed by the same
-setting names, for every setting) over data/benchmark.yml over the setting's
-default. A campaign file says exactly what each of its cells measures, so
-nothing in the inventory may change it.
+setting names, for every setting) over a named workload of the catalogue
+(``named``: data/workloads.yml, -e workload=NAME; sglang_workload_catalogue.py)
+over data/benchmark.yml over the setting's default. A campaign file says
+exactly what each of its cells measures, so nothing in the inventory may change
+it. A named workload's dataset is what it is: a variable or the override dict
+naming another dataset is refused, and a setting the workload ``needs`` (its
+corpus file) must resolve to a value.
 
 The settings are those of the workload's one spec (sglang_workload_options.py
 WORKLOAD_OPTIONS). The ones in OVERRIDES are resolved here with their own
@@ -134,7 +138,7 @@ def coerce_concurrency(value):
 
 
 # Workload settings resolved here by their own rules, and those that are not workload settings.
-_BESPOKE = {name.split(".")[0] for name, _var, _path in OVERRIDES} | {"settings_file", "client", "backend"}
+_BESPOKE = {name.split(".")[0] for name, _var, _path in OVERRIDES} | {"settings_file", "name", "client", "backend"}
 GENERIC_SETTINGS = tuple(name for name in WORKLOAD_OPTIONS if name not in _BESPOKE)
 SETTING_NAMES = tuple(name for name, _var, _path in OVERRIDES) + GENERIC_SETTINGS
 
@@ -163,15 +167,20 @@ def _by_type(name, value):
 WARMUP_MEASURED = "measured"
 
 
-def resolve_settings(data, overrides=None, settings_file=None, workload=None):
+def resolve_settings(data, overrides=None, settings_file=None, workload=None, named=None):
     """The effective settings (the shape the ledger's ``workload`` records), or SettingsError.
 
     ``data`` is data/benchmark.yml; ``overrides`` maps the sglang_bench_* variable names to
     their values (None = not overridden); ``workload`` maps setting names (SETTING_NAMES) to
-    a campaign workload's values, which win over both.
+    a campaign workload's values, which win over both. ``named`` is a catalogue workload
+    (``{name, settings, needs}``, sglang_workload_catalogue.entry): its settings sit between
+    data/benchmark.yml and the overrides, and the result carries its ``name``.
     """
     overrides = overrides or {}
     workload = dict(workload or {})
+    named = named or {}
+    label = f"workload {named.get('name')!r}" if named else ""
+    named_settings = dict(named.get("settings") or {})
     where = f" (settings file {settings_file})" if settings_file else ""
     raw = {}
     source = {}
@@ -179,6 +188,10 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
     problems = [
         f"workload setting {name!r} is not a benchmark setting; known: {', '.join(SETTING_NAMES)}"
         for name in sorted(set(workload) - set(SETTING_NAMES))
+    ]
+    problems += [
+        f"{label} setting {name!r} is not a benchmark setting; known: {', '.join(SETTING_NAMES)}"
+        for name in sorted(set(named_settings) - set(SETTING_NAMES))
     ]
     if not isinstance(override, dict):
         problems.append(f"{WORKLOAD_OVERRIDE_VAR} = {override!r}: must be a dict keyed by setting name")
@@ -191,6 +204,9 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         value = overrides.get(var)
         raw[name] = _get(data, path) if value is None else value
         source[name] = var if value is not None else f"{'.'.join(path)} in the settings file"
+        if value is None and named_settings.get(name) is not None:
+            raw[name] = named_settings[name]
+            source[name] = f"{label} setting {name}"
         if value is None and override.get(name) is not None:
             raw[name] = override[name]
             source[name] = f"{WORKLOAD_OVERRIDE_VAR}[{name!r}]"
@@ -297,6 +313,7 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
         raw[name], source[name] = setting_default(name), f"the default of {name}"
         for value, origin in (
             (_get(data, (name,)), f"{name} in the settings file"),
+            (named_settings.get(name), f"{label} setting {name}"),
             (override.get(name), f"{WORKLOAD_OVERRIDE_VAR}[{name!r}]"),
             (workload.get(name), f"workload setting {name}"),
         ):
@@ -311,6 +328,26 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None):
             cfg[name] = value
     for name, rule in workload_problems(cfg, names=GENERIC_SETTINGS):
         bad(name, rule)
+    if named:
+        problems += _named_problems(named, named_settings, raw, source, cfg, label)
+        cfg["name"] = named.get("name")
     if problems:
         raise SettingsError(problems)
     return cfg
+
+
+def _named_problems(named, named_settings, raw, source, cfg, label):
+    """A named workload's own rules: its dataset is not replaced by a variable or the override dict
+    (a campaign workload may), and every setting it ``needs`` resolved to a value."""
+    problems = []
+    wanted = named_settings.get("dataset_name")
+    if wanted is not None and raw.get("dataset_name") != wanted and not source["dataset_name"].startswith("workload "):
+        problems.append(
+            f"{label} sends bench_serving's {wanted} dataset, but {source['dataset_name']} = "
+            f"{raw['dataset_name']!r} names another: drop that variable, or name no workload"
+        )
+    for name in named.get("needs") or []:
+        if cfg.get(name) in (None, "", [], {}):
+            var = next((v for n, v, _p in OVERRIDES if n == name), f"{WORKLOAD_OVERRIDE_VAR}[{name!r}]")
+            problems.append(f"{label} needs {name}: give it with {var} (-e {var}=...)")
+    return problems

@@ -23,7 +23,11 @@ sglang_bench and sglang_slo_search. Standard library only.
 import copy
 import json
 
-DATASETS = ("random", "random-ids")
+# bench_serving's own datasets this project sends (docs/benchmark.md, "Workload catalogue"):
+# random and random-ids (synthetic lengths), sharegpt (a ShareGPT-format corpus's conversations)
+# and generated-shared-prefix (groups of prompts behind one shared system prompt each).
+DATASETS = ("random", "random-ids", "sharegpt", "generated-shared-prefix")
+SHARED_PREFIX = "generated-shared-prefix"
 CACHE_STATES = ("cold", "warm")
 
 MEASUREMENT_OPTIONS = dict(
@@ -37,6 +41,7 @@ MEASUREMENT_OPTIONS = dict(
 # The settings of a workload, the ledger record's ``workload`` keys, each with its type and default.
 WORKLOAD_OPTIONS = dict(
     settings_file=dict(type="str"),
+    name=dict(type="str"),
     client=dict(type="str", default="sglang.bench_serving"),
     backend=dict(type="str", default="sglang"),
     dataset_name=dict(type="str", default="random"),
@@ -53,11 +58,21 @@ WORKLOAD_OPTIONS = dict(
     measurement=dict(type="dict", options=MEASUREMENT_OPTIONS),
     confidence=dict(type="float"),
     extra_request_body=dict(type="dict", default={}),
+    gsp_num_groups=dict(type="int"),
+    gsp_system_prompt_len=dict(type="int"),
 )
 
 # The settings that say what a request is: two records are compared only when they agree on
 # these (sglang_compare.workload_key). A record made before a setting existed has its default.
-WORKLOAD_IDENTITY = ("dataset_name", "input_len", "output_len", "random_range_ratio", "extra_request_body")
+WORKLOAD_IDENTITY = (
+    "dataset_name",
+    "input_len",
+    "output_len",
+    "random_range_ratio",
+    "extra_request_body",
+    "gsp_num_groups",
+    "gsp_system_prompt_len",
+)
 
 WORKLOAD_ARGUMENT_SPEC = dict(
     workload=dict(type="dict", required=True, options=WORKLOAD_OPTIONS),
@@ -149,6 +164,20 @@ def workload_problems(workload, names=None):
         "has a sampling_params without max_new_tokens: it would replace bench_serving's whole block "
         "(max_new_tokens = output_len, ignore_eos, temperature 0); give them in it too",
     )
+    for name in ("gsp_num_groups", "gsp_system_prompt_len"):
+        want(name, lambda v: _at_least(v, 1), "must be an integer >= 1")
+    # generated-shared-prefix: num_groups groups, each of its own system prompt of
+    # gsp_system_prompt_len tokens before every question (input_len tokens); bench_serving sends
+    # num_groups x prompts per group requests, whatever --num-prompts says.
+    for name in ("gsp_num_groups", "gsp_system_prompt_len"):
+        if name not in names:
+            continue
+        if workload.get("dataset_name") == SHARED_PREFIX:
+            if workload.get(name) is None:
+                problems.append((name, f"must be set for dataset_name {SHARED_PREFIX} (an integer >= 1)"))
+        elif workload.get(name) is not None:
+            dataset = workload.get("dataset_name")
+            problems.append((name, f"is only read by dataset_name {SHARED_PREFIX}, not {dataset!r}"))
     return problems
 
 

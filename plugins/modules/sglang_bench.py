@@ -510,6 +510,7 @@ def main():
         multiplier=None if p["num_prompts"] else rule.get("multiplier"),
         floor=None if p["num_prompts"] else rule.get("floor"),
         min_requests=measurement.get("min_requests") or 0,
+        groups=workload.get("gsp_num_groups"),
     )
     for spec in specs:
         spec.update(measurement_extras(measurement, p["address"], p["port"]))
@@ -541,7 +542,9 @@ def main():
             )
     except ValueError as exc:
         module.fail_json(
-            msg="sglang_bench: request_rate {!r} is not 'inf' or a number ({}).".format(workload["request_rate"], exc)
+            msg="sglang_bench: the workload's bench_serving arguments cannot be built (request_rate {!r}): {}.".format(
+                workload["request_rate"], exc
+            )
         )
     plan_path = os.path.join(output_dir, PLAN_NAME)
     log_path = os.path.join(output_dir, CLIENT_LOG_NAME)

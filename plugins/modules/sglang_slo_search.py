@@ -386,6 +386,7 @@ from ansible.module_utils.sglang_bench_points import (
     plan_points,
     read_new_results,
     run_plan,
+    shared_prefix_prompts,
     unsupported_percentiles,
 )
 from ansible.module_utils.sglang_ledger import (
@@ -509,6 +510,8 @@ class Prober:
         probe_dir = os.path.join(p["output_dir"], "p{:02d}_{}{}".format(index, "r" if by_rate else "c", value))
         measurement = workload["measurement"] or {}
         prompts = max(prompts, int(measurement.get("min_requests") or 0))
+        # generated-shared-prefix sends whole groups: the count is a multiple of them.
+        prompts = shared_prefix_prompts(prompts, workload.get("gsp_num_groups"))
         spec = plan_points([concurrency], 1, probe_dir, num_prompts=prompts)[0]
         # Each probe from a flushed cache when the workload says cold: a value probed again would
         # otherwise measure the first probe's cache hits (the same seed sends the same prompts).

@@ -231,3 +231,29 @@ def test_settle_pause_kept_when_the_plan_says_always(sim, sim_tokenizer, tmp_pat
                           env=dict(os.environ, **CLIENT_ENV), timeout=300, check=False)
     ends = [e for e in bp.parse_status_lines(proc.stdout) if e.get("event") == "end"]
     assert proc.returncode == 0 and [e["settle_pause_skipped"] for e in ends] == [0], proc.stderr[-2000:]
+
+
+def test_the_catalogues_datasets_run_through_the_real_client(sim, sim_tokenizer, tmp_path):
+    """generated-shared-prefix and sharegpt (data/workloads.yml's generated-shared-prefix and
+    chat-corpus, scaled down) through the real bench_serving against the simulator: whole groups
+    (8 prompts = 2 groups x 4), and the synthetic ShareGPT file the simulator setup writes, each
+    request answered with exactly output_len tokens."""
+    sys.path.insert(0, str(REPO / "simulator"))
+    from sglang_sim.tokenizer import write_sharegpt
+
+    corpus = write_sharegpt(tmp_path / "synthetic_sharegpt.json", 12)
+    env = {**CLIENT_ENV, "HOME": str(tmp_path)}  # bench_serving caches generated prompts under ~/.cache
+    gsp = {"dataset_name": "generated-shared-prefix", "gsp_num_groups": 2, "gsp_system_prompt_len": 64,
+           "input_len": 16, "output_len": 8}
+    chat = {"dataset_name": "sharegpt", "dataset_path": str(corpus), "input_len": 1024, "output_len": 8}
+    for name, workload in (("gsp", gsp), ("chat", chat)):
+        folder = tmp_path / name
+        folder.mkdir()
+        specs = plan(sim.port, sim_tokenizer, folder, [4], num_prompts=8, **bp.client_settings(workload))
+        (point,), _outcome = bp.run_plan(SHIM, specs, str(folder / "plan.json"), str(folder / "client.log"),
+                                         env=env, point_timeout=300)
+        assert point["status"] == "ok", Path(point["client_log"]).read_text()[-3000:]
+        assert (point["completed"], point["total_output_tokens"]) == (8, 8 * 8), name
+        log = Path(specs[0]["log"]).read_text()
+        if name == "gsp":
+            assert "Number of groups: 2" in log and "Prompts per group: 4" in log, log[-2000:]
