@@ -132,6 +132,106 @@ def dataset_problems(dataset_path, exists=os.path.exists, generated=None):
     )]
 
 
+def largest_point_prompts(cfg):
+    """The prompts the largest planned point sends: max(multiplier x concurrency, floor), at least the
+    window's min_requests, in whole groups for generated-shared-prefix (sglang_bench_points' rule;
+    a point re-sized to its window may ask for more, up to measurement.max_prompts)."""
+    cfg = cfg or {}
+    rule = cfg.get("num_prompts") or {}
+    concurrency = cfg.get("concurrency") or []
+    if not concurrency or not rule.get("multiplier") or not rule.get("floor"):
+        return None
+    prompts = max(max(concurrency) * rule["multiplier"], rule["floor"])
+    prompts = max(prompts, int((cfg.get("measurement") or {}).get("min_requests") or 0))
+    groups = cfg.get("gsp_num_groups")
+    return -(-prompts // int(groups)) * int(groups) if groups else prompts
+
+
+def longest_request(cfg):
+    """(prompt tokens, output tokens) of the workload's longest request as bench_serving builds it:
+    random and random-ids input_len and output_len (range ratio <= 1 only shortens them);
+    generated-shared-prefix the shared system prompt, the question and output_len; sharegpt
+    (None, output_len): the prompts are the corpus's own, counted only by the tokenizer."""
+    cfg = cfg or {}
+    output = _as_int(cfg.get("output_len")) or 0
+    if cfg.get("dataset_name") == "sharegpt":
+        return None, output
+    prompt = _as_int(cfg.get("input_len")) or 0
+    if cfg.get("dataset_name") == "generated-shared-prefix":
+        prompt += _as_int(cfg.get("gsp_system_prompt_len")) or 0
+    return prompt, output
+
+
+def context_problems(cfg, launch):
+    """The workload's longest request must fit the context length the launch gives the model: prompt
+    plus output below its --context-length, as SGLang's own request check wants (without the flag
+    the model's own length applies, which this check does not read)."""
+    flags = (launch or {}).get("flags") or {}
+    context = _as_int(flags.get("--context-length"))
+    if context is None:
+        return []
+    prompt, output = longest_request(cfg)
+    name = f"workload {cfg['name']!r}" if (cfg or {}).get("name") else "the workload"
+    # SGLang refuses a request whose prompt and max_new_tokens reach the context length.
+    if prompt is None:
+        total, what = output, f"{output} output tokens alone"
+    else:
+        total, what = prompt + output, f"{prompt} prompt + {output} output = {prompt + output} tokens"
+    if total < context:
+        return []
+    return [problem(
+        "benchmark", "--context-length", context,
+        f"{name} sends requests of {what}, but the launch's --context-length (set by "
+        f"{_flag_origin(launch, '--context-length')}) is {context}: SGLang would refuse or cut them. "
+        "Shorten the workload (sglang_bench_input_len, sglang_bench_output_len) or raise --context-length.",
+    )]
+
+
+def corpus_problems(cfg, largest=None, load=None):
+    """A sharegpt workload's corpus (dataset_path) must parse as bench_serving reads it - a JSON list
+    of conversations - and hold at least ``largest`` of two turns or more: bench_serving takes one
+    conversation a prompt, and a point with fewer sends fewer requests (incomplete_point).
+    ``load`` reads the file (json.load of it by default); a missing file is dataset_problems'."""
+    cfg = cfg or {}
+    path = cfg.get("dataset_path")
+    if cfg.get("dataset_name") != "sharegpt" or not path:
+        return []
+    if load is None:
+        def load(name):
+            with open(name, encoding="utf-8") as handle:
+                return json.load(handle)
+    try:
+        data = load(path)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return [problem(
+            "benchmark", "sglang_bench_dataset_path", path,
+            f"the corpus {path!r} does not parse as JSON ({exc}); bench_serving's sharegpt dataset reads a "
+            "ShareGPT-format JSON list of {\"conversations\": [{\"from\": ..., \"value\": ...}, ...]}.",
+        )]
+    if not isinstance(data, list):
+        return [problem(
+            "benchmark", "sglang_bench_dataset_path", path,
+            f"the corpus {path!r} is a JSON {type(data).__name__}, not the list of conversations "
+            "bench_serving's sharegpt dataset reads.",
+        )]
+    usable = sum(
+        1 for item in data
+        if isinstance(item, dict) and isinstance(item.get("conversations", item.get("conversation")), list)
+        and len(item.get("conversations", item.get("conversation"))) >= 2
+    )
+    if largest is not None and usable < largest:
+        return [problem(
+            "benchmark", "sglang_bench_dataset_path", path,
+            f"the corpus {path!r} holds {usable} conversations of two turns or more (of {len(data)}), but the "
+            f"largest point sends {largest} prompts and bench_serving's sharegpt dataset takes one conversation "
+            "a prompt: that point would send fewer and fail as incomplete_point. Use a larger corpus or fewer "
+            "prompts (sglang_bench_concurrency, sglang_bench_num_prompts_multiplier).",
+        )]
+    return []
+
+
 # --------------------------------------------------------------------------- the launch's flags
 
 

@@ -160,6 +160,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.sglang_preflight import (
     PROBE,
     benchmark_problems,
+    context_problems,
+    corpus_problems,
     dataset_problems,
     disk_problems,
     flag_conflict_problems,
@@ -169,6 +171,7 @@ from ansible.module_utils.sglang_preflight import (
     gpus_needed,
     hub_cache_dir,
     hub_ids,
+    largest_point_prompts,
     launch_port,
     ledger_mode_problems,
     model_problems,
@@ -263,7 +266,9 @@ def main():
         generated = os.path.join(p["sim_model"], "synthetic_sharegpt.json")
     conversations = p["sim_sharegpt_conversations"] if generated and cfg.get("dataset_path") == generated else None
     run("benchmark", benchmark_problems(cfg, p["bench_point_timeout_s"], conversations)
-        + dataset_problems(cfg.get("dataset_path"), generated=generated))
+        + dataset_problems(cfg.get("dataset_path"), generated=generated)
+        + corpus_problems(cfg, largest_point_prompts(cfg))
+        + context_problems(cfg, launch))
 
     # Flag ownership: the tier's changes must be what runs.
     run("flag_ownership", flag_conflict_problems(p["tier"], launch.get("flag_conflicts")))

@@ -138,6 +138,31 @@ def test_the_patches_step_without_flashinfer_is_refused_before_the_stop(lab, bas
     assert "[flashinfer]" in message and "needs flashinfer-python installed in the ml-env" in message
 
 
+# --------------------------------------------------------------------------- a named workload (data/workloads.yml)
+
+
+def test_a_workload_name_not_in_the_catalogue_is_refused_with_the_names(lab, baseline):
+    _, message = refused(lab, tier="baseline", workload="sharegpt")
+    assert "workload 'sharegpt' is not in" in message and "data/workloads.yml" in message
+    assert "the workloads there: chat-corpus, generated-shared-prefix, long-context, seeds-random" in message
+
+
+def test_a_workload_longer_than_the_launchs_context_length_is_refused_with_the_numbers(lab, baseline):
+    """The simulator inventory's lengths (32 + 16) win over long-context's; the launch's
+    --context-length of 40 cannot hold them."""
+    _, message = refused(lab, tier="baseline", workload="long-context",
+                         sglang_launch_flags_override={"--model": sim_model(lab), "--context-length": 40})
+    assert "[benchmark] workload 'long-context' sends requests of 32 prompt + 16 output = 48 tokens" in message
+    assert "--context-length (set by the host override - sglang_launch_flags_override) is 40" in message
+
+
+def test_a_corpus_that_does_not_parse_is_refused_before_the_stop(lab, baseline):
+    corpus = lab.root / "broken_sharegpt.json"
+    corpus.write_text('[{"conversations": [{"from": "human", "value": "hi"}]')
+    _, message = refused(lab, tier="baseline", workload="chat-corpus", sglang_bench_dataset_path=str(corpus))
+    assert f"[benchmark] the corpus '{corpus}' does not parse as JSON" in message
+
+
 # --------------------------------------------------------------------------- the restore
 
 
@@ -183,3 +208,23 @@ def test_the_restore_refuses_a_script_that_is_not_the_one_that_worked(lab, basel
         assert not lab.healthy()
     finally:
         kept.write_bytes(original)
+
+
+
+def test_a_named_workload_runs_through_bench_serving_and_is_recorded(lab, baseline):
+    """-e workload=generated-shared-prefix: bench_serving's own dataset, in whole groups (the
+    override dict's 2 groups x 4 prompts), recorded with the workload's name. Last in the module:
+    its record would be the restore's last known-good one."""
+    before = len(lab.records())
+    lab.succeed(tier="baseline", workload="generated-shared-prefix", sglang_bench_concurrency="4",
+                sglang_bench_workload_override={"gsp_num_groups": 2})
+    record = lab.records()[-1]
+    assert len(lab.records()) == before + 1 and record["status"] == "success", record.get("failure")
+    workload = record["workload"]
+    assert (workload["name"], workload["dataset_name"], workload["gsp_num_groups"], workload["gsp_system_prompt_len"]) \
+        == ("generated-shared-prefix", "generated-shared-prefix", 2, 2048)
+    (point,) = record["points"]
+    assert (point["num_prompts"], point["completed"], point["status"]) == (8, 8, "ok"), point
+    command = point["command"]
+    assert command[command.index("--gsp-prompts-per-group") + 1] == "4"
+    assert command[command.index("--dataset-name") + 1] == "generated-shared-prefix"
