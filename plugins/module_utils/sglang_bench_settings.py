@@ -54,14 +54,10 @@ try:  # Inside AnsiballZ.
         workload_problems,
     )
 except ImportError:  # pytest, the filter plugin and tools put module_utils on sys.path.
-    from sglang_workload_options import (
-        CACHE_STATES,
-        DATASETS,
-        WORKLOAD_OPTIONS,
-        as_number,
-        setting_default,
-        workload_problems,
-    )
+    import sglang_workload_options as _w
+
+    CACHE_STATES, DATASETS, WORKLOAD_OPTIONS = _w.CACHE_STATES, _w.DATASETS, _w.WORKLOAD_OPTIONS
+    as_number, setting_default, workload_problems = _w.as_number, _w.setting_default, _w.workload_problems
 
 # setting -> (override variable, path in data/benchmark.yml)
 OVERRIDES = (

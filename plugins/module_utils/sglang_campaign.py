@@ -39,9 +39,11 @@ import time
 try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_compare import concurrencies, record_value
     from ansible.module_utils.sglang_interval import finite_numbers, t_quantile
+    from ansible.module_utils.sglang_schema import schema_problems
 except ImportError:  # pytest and tools/ put module_utils on sys.path.
     from sglang_compare import concurrencies, record_value
     from sglang_interval import finite_numbers, t_quantile
+    from sglang_schema import schema_problems
 
 ROLE_BASELINE = "baseline"
 ROLE_AA = "aa"
@@ -123,11 +125,6 @@ def sha256_json(value):
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
-def _schema_problem(error):
-    where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-    return f"{where}: {error.message}"
-
-
 def check_campaign(data, schema, known_tiers, source="the campaign file", runnable_tiers=None):
     """The normalized campaign (DEFAULTS filled in), or CampaignError naming every problem.
 
@@ -139,12 +136,9 @@ def check_campaign(data, schema, known_tiers, source="the campaign file", runnab
     as such, and no cell is planned for it. Whether each runnable tier passes its checks is for
     the per-tier validation that follows.
     """
-    import jsonschema  # controller side only
-
     if not isinstance(data, dict):
         raise CampaignError([f"{source} must be a mapping with name and tiers, got {type(data).__name__}"])
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    problems = [f"{source}: {_schema_problem(err)}" for err in sorted(validator.iter_errors(data), key=str)]
+    problems = schema_problems(data, schema, source)
     if problems:
         raise CampaignError(problems)
     campaign = copy.deepcopy(DEFAULTS)

@@ -16,8 +16,10 @@ import copy
 
 try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_bench_settings import SettingsError, resolve_settings
+    from ansible.module_utils.sglang_schema import schema_problems
 except ImportError:  # pytest, the filter plugin and tools put module_utils on sys.path.
     from sglang_bench_settings import SettingsError, resolve_settings
+    from sglang_schema import schema_problems
 
 # The extra variable that names a workload (-e workload=NAME) and the role variable it becomes.
 WORKLOAD_NAME_VAR = "sglang_bench_workload_name"
@@ -31,21 +33,13 @@ class CatalogueError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
-def _schema_problem(error):
-    where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-    return f"{where}: {error.message}"
-
-
 def check_catalogue(data, schema, bench_data, source="data/workloads.yml"):
     """The catalogue's workloads by name (each ``{name, description, source, settings, needs}``),
     or CatalogueError naming every problem: the schema's, then each workload's settings resolved
     over ``bench_data`` (data/benchmark.yml) with nothing else."""
-    import jsonschema  # controller side only
-
     if not isinstance(data, dict):
         raise CatalogueError([f"{source} must be a mapping with workloads, got {type(data).__name__}"])
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    problems = [f"{source}: {_schema_problem(err)}" for err in sorted(validator.iter_errors(data), key=str)]
+    problems = schema_problems(data, schema, source)
     if problems:
         raise CatalogueError(problems)
     workloads = {}
