@@ -130,6 +130,9 @@ def test_a_spent_budget_starts_no_cell_and_says_how_to_go_on(lab):
     assert result.returncode == 0, result.stdout[-6000:]
     assert lab.cells("bu") == []
     assert "budget of 0.001 minutes is spent" in result.stdout and "run of the same command" in result.stdout
+    # Run alone (no earlier test's ledger in the lab), no host has a ledger: no report, and no failure.
+    if not list((lab.root / "controller-results").glob("*/ledger.jsonl")):
+        assert "No report yet: no campaign host has a ledger" in result.stdout
 
 
 def test_a_precision_target_adds_interleaved_rounds_up_to_max_repeats(lab):
