@@ -8,7 +8,7 @@ port, so nothing in .work/ or results/ is touched and parallel test runs do not 
 One baseline experiment is shared by the module (fixture ``baseline``); every later test reads
 what the ledger held before its run and checks that those bytes are still the ledger's prefix.
 Faults come from the simulator's own knobs (SGLANG_SIM_FAULT through sglang_experiment_server_env) or
-from a user tier the simulator rejects requests for (a short --context-length). The stop's
+from a user tier the simulator rejects requests for (a model whose config allows 512 tokens). The stop's
 command-line net (sglang_server_kill_by_pattern) stays off, as inventory/local.yml has it, so
 other simulators on this machine are never touched.
 """
@@ -280,23 +280,41 @@ SHORT_CONTEXT_TIER = {
         "title": "Short context (test tier)",
         "level": 1,
         "runnable": True,
-        "hypothesis": "Requests longer than the context are rejected with HTTP 400.",
+        "hypothesis": "A model whose own config allows 512 tokens: longer requests fail inside their streams.",
         "expected_impact": "Some requests fail.",
-        "flags_add": {"--context-length": 512},
+        "flags_add": {"--schedule-policy": "lpm"},
     }
 }
+
+
+def short_context_model(lab) -> Path:
+    """A copy of the lab's simulator model whose config.json allows 512 tokens. The context limit
+    lives in the model's config, which the preflight does not read (it checks a launch's own
+    --context-length and refuses prompt + output beyond it before the stop), so the too-long requests
+    reach the server, as they would for a limit the launch does not state."""
+    model = lab.root / "short-context-model"
+    if not model.is_dir():
+        model.mkdir()
+        for item in (lab.work / "sim-model").iterdir():
+            if item.is_file():
+                (model / item.name).write_bytes(item.read_bytes())
+        config = json.loads((model / "config.json").read_text())
+        config["max_position_embeddings"] = 512
+        (model / "config.json").write_text(json.dumps(config))
+    return model
 
 
 def test_a_streamed_error_point_is_recorded_and_the_last_good_tier_restored(lab, baseline):
     before = lab.ledger_bytes()
     expected_restore = latest_good_tier(lab.records(before))
-    # Prompt lengths drawn from 1..1000 tokens against a 512-token context. As real SGLang 0.5.17
+    # Prompt lengths drawn from 1..1000 tokens against a model of 512. As real SGLang 0.5.17
     # does (tests/fixtures/real-sglang/), the simulator answers the too-long streamed requests
     # with HTTP 200 and an error chunk, and bench_serving counts them as completed: the point
     # must fail all the same, from the server's "[http_server] Error" lines.
     runner = lab.run(
         tier="t90-short-context",
         sglang_launch_extra_tiers=SHORT_CONTEXT_TIER,
+        sglang_launch_flags_override={"--model": str(short_context_model(lab))},
         sglang_bench_input_len=1000,
         sglang_bench_random_range_ratio=0.0,
     )
@@ -304,7 +322,7 @@ def test_a_streamed_error_point_is_recorded_and_the_last_good_tier_restored(lab,
 
     assert lab.ledger_bytes().startswith(before)
     record = lab.records()[-1]
-    assert record["tier"] == "t90-short-context" and record["status"] == "failed"
+    assert record["tier"] == "t90-short-context" and record["status"] == "failed", tail(runner)
     assert record["failure"]["class"] == "streamed_error" and record["failure"]["step"] == "benchmark"
     point = record["points"][0]
     assert point["status"] == "failed" and point["completed"] == point["num_prompts"]  # what bench_serving said
