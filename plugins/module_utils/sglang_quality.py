@@ -513,9 +513,10 @@ def _agreements(records, baselines):
 def campaign_quality(arms, baseline_arm, aa_arms=(), rule=None):
     """One host's output quality per campaign arm, with the campaign's rule.
 
-    ``arms``: ``{arm: [record, ...]}``, the successful records of each arm on one host (every
-    workload: greedy outputs do not depend on the benchmark's workload; an empty list says ``no
-    successful cell``); ``baseline_arm`` names
+    ``arms``: ``{arm: [record, ...]}``, the successful records of each arm on one host, pooled over
+    every workload: each pass starts from a flushed prefix cache, so the benchmark before it should
+    not move the outputs (without the flush, on the H100 recording, it did: docs/quality.md); an
+    empty list says ``no successful cell``; ``baseline_arm`` names
     the baseline's, ``aa_arms`` the A/A arms' (the baseline tier again, as its own arm);
     ``rule``: the campaign file's ``quality.rule`` (``{"aa_floor_margin": m}``) or None.
 
