@@ -40,6 +40,8 @@
 #                                                 real SGLang (tools/device/quality_real.sh): the
 #                                                 baseline twice (A/A), tiny-chunk, tiny-fp16, the
 #                                                 baseline again; the greedy outputs in every record
+#   PHASE=vtime bash tools/device/real_gpu_check.sh  validate.yml four times on one tier (VTIME_TIER):
+#                                                  what a repeated validation costs (issue 24)
 #   PHASE=e bash tools/device/real_gpu_check.sh   a campaign (CAMPAIGN, default
 #                                                 data/campaigns/h200-tiny.yml) under its budget;
 #                                                 run it again and it resumes. The report is made
@@ -194,6 +196,11 @@ elif [ "$PHASE" = quality ]; then
   # outputs, a scheduling-only tier (tiny-chunk) and a numerics-changing one (tiny-fp16).
   bash tools/device/quality_real.sh "$REC" "${AP[@]}" 2>&1 | tee -a "$REC/summary.txt"
   step stop_quality playbooks/stop.yml
+elif [ "$PHASE" = vtime ]; then
+  # Issue 24's target: a repeated validation of an unchanged tier. The first run keeps SGLang's parser
+  # verdict (if an earlier phase of this call had not already); the next ones find it.
+  for i in 1 2 3 4; do step "validate_$i" playbooks/validate.yml -e tier="${VTIME_TIER:-baseline}"; done
+  grep -h "prepare_server_args" -A1 "$REC"/validate_*.out | grep -v "^--" | tee -a "$REC/summary.txt"
 elif [ "$PHASE" = e ]; then
   n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
   step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
