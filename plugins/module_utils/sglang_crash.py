@@ -28,6 +28,13 @@
 #      process died, else the last line) and the remedy "report this log" (fallback_report). A
 #      live process is never given a class without a fatal line: a healthy or still-loading log
 #      stays clean.
+#   7. before falling back (rule 6), the `exited` entries of the catalog are searched in the
+#      root cause's own traceback (from its "Traceback (most recent call last)" header, else the
+#      EXITED_WINDOW lines above it, to the root-cause line): a frame of the scheduler process
+#      (managers/scheduler.py, the model worker, "sglang::scheduler_TP0") says WHICH process died,
+#      and the class is that process's crash (`scheduler_exception`) with the same root cause.
+#      `exited` entries never match a live process's log (match_line skips them), so they cannot
+#      flag a healthy server whose request errors print the same frames.
 
 from __future__ import annotations
 
@@ -45,6 +52,11 @@ DEFAULT_EXCERPT_AFTER = 10
 # its teardown lines; hints (an NCCL WARN) come a few dozen lines before the first fatal line.
 DEFAULT_BURST_AFTER = 600
 DEFAULT_BURST_BEFORE = 40
+# Rule 7: how far above a root-cause line its traceback is searched when no header is in sight
+# (a cut excerpt, C++ frames before "Fatal Python error"), and how far a header may be.
+EXITED_WINDOW = 80
+TRACEBACK_WINDOW = 300
+TRACEBACK_HEADER_RE = re.compile(r"Traceback \(most recent call last\)")
 STOPPED_OUTCOME = "stopped"
 # classify_outcome's answers
 OUTCOME_CRASHED = "crashed"
@@ -130,13 +142,15 @@ def compile_catalog(entries):
         where = "{} (class {})".format(where, entry["class"])
         if not isinstance(entry["fatal"], bool):
             raise CatalogError(f"{where}: fatal must be true or false")
-        for flag in ("generic", "hint"):
+        for flag in ("generic", "hint", "exited"):
             if not isinstance(entry.get(flag, False), bool):
                 raise CatalogError(f"{where}: {flag} must be true or false")
         if entry.get("generic") and not entry["fatal"]:
             raise CatalogError(f"{where}: a generic entry must be fatal")
         if entry.get("hint") and entry["fatal"]:
             raise CatalogError(f"{where}: a hint entry must not be fatal")
+        if entry.get("exited") and (not entry["fatal"] or entry["regex"] is None):
+            raise CatalogError(f"{where}: an exited entry must be fatal and have a regex")
         if entry.get("outcome") not in (None, STOPPED_OUTCOME):
             raise CatalogError(f"{where}: outcome must be {STOPPED_OUTCOME!r}")
         if entry.get("outcome") and entry["fatal"]:
@@ -145,6 +159,7 @@ def compile_catalog(entries):
         item["index"] = index
         item["generic"] = bool(entry.get("generic", False))
         item["hint"] = bool(entry.get("hint", False))
+        item["exited"] = bool(entry.get("exited", False))
         item["outcome"] = entry.get("outcome")
         item["rank"] = RANK_GENERIC if item["generic"] else RANK_HINT if item["hint"] else RANK_SPECIFIC
         item["pattern"] = None if entry["regex"] is None else _compile(entry["regex"], where)
@@ -192,7 +207,7 @@ def match_line(catalog, line, after_seen=frozenset(), context=None):
     """
     for entry in catalog:
         pattern = entry["pattern"]
-        if pattern is None or not pattern.search(line):
+        if pattern is None or entry.get("exited") or not pattern.search(line):
             continue
         if entry["after_pattern"] is not None and entry["index"] not in after_seen:
             continue
@@ -460,11 +475,31 @@ def burst_report(catalog, lines, burst, first_number=1, before=DEFAULT_EXCERPT_B
     )
 
 
+def exited_match(catalog, lines, position):
+    """Rule 7: the first (position, entry) of an `exited` catalog entry in the traceback that
+    leads to the root-cause line at ``position`` (from the nearest "Traceback (most recent call
+    last)" header at most TRACEBACK_WINDOW lines above it, else from EXITED_WINDOW lines above
+    it), or None."""
+    low = max(0, position - EXITED_WINDOW)
+    for above in range(position, max(-1, position - TRACEBACK_WINDOW), -1):
+        if TRACEBACK_HEADER_RE.search(lines[above]):
+            low = above
+            break
+    entries = [entry for entry in catalog if entry.get("exited")]
+    for line_position in range(low, position + 1):
+        for entry in entries:
+            if entry["pattern"].search(lines[line_position]):
+                return line_position, entry
+    return None
+
+
 def fallback_report(
     catalog, lines, exit_status=None, first_number=1, before=DEFAULT_EXCERPT_BEFORE, after=DEFAULT_EXCERPT_AFTER
 ):
-    """Rule 6: the report of a dead process whose log matches no fatal entry: class
-    unclassified_crash, its root-cause line and the catalog's remedy ("report this log").
+    """Rules 6 and 7: the report of a dead process whose log matches no fatal entry: the class of
+    an `exited` entry found in the root cause's traceback (rule 7: the process that died, e.g.
+    scheduler_exception), else unclassified_crash; its root-cause line and the class's remedy
+    (for the fallback: "report this log").
     ``exit_status``: the process's, when known (then named when the log has no line);
     ``first_number``: the line number of lines[0], None when unknown (a log tail)."""
     entry = signature_for_class(catalog, FALLBACK_CLASS) or {
@@ -481,7 +516,15 @@ def fallback_report(
         rank = (line_ranks(lines, 0, position + 1) or [None])[-1]
         rank = rank if is_rank(rank) else None
         number = None if first_number is None else first_number + position
-        report = crash_report(entry, line, lines, position, number, before, after, rank=rank)
+        exited = exited_match(catalog, lines, position)
+        if exited is not None:
+            frame, entry = exited
+            number = None if first_number is None else first_number + frame
+            report = crash_report(
+                entry, lines[frame], lines, position, number, before, after, rank=rank, root_cause=line
+            )
+        else:
+            report = crash_report(entry, line, lines, position, number, before, after, rank=rank)
     report["exit_status"] = exit_status
     return report
 
