@@ -82,6 +82,8 @@ METRIC_LABELS = {
     "median_tpot_ms": "TPOT p50 ms",
     "p99_tpot_ms": "TPOT p99 ms",
     stats.PER_USER: "per-user tok/s",
+    "goodput_request_share": "goodput requests",
+    "goodput_token_share": "goodput output tokens",
 }
 VERDICT_TEXT = {
     stats.BETTER: "better",
@@ -762,6 +764,37 @@ def precision_section(arms: dict, names: list[str], where: str, confidence: str,
     return out + [""]
 
 
+def goodput_section(arms: dict, names: list[str], where: str, confidence: str, synthetic: bool) -> list:
+    """The goodput table (a workload with a goodput_slo): per arm and concurrency, the median over the
+    repeats of the share of requests, and of output tokens, that met every limit; ``n/a (n=8)`` where a
+    cell's share came from fewer requests than its attainment needs. Empty when no cell has one."""
+    metrics = stats.GOODPUT_METRICS
+    present = any(
+        (point[m]["median"] is not None or point[m].get("withheld"))
+        for a in names
+        for point in arms[a]["points"].values()
+        for m in metrics
+    )
+    if not present:
+        return []
+    out = [
+        f"### Goodput: {where}",
+        "",
+        "The share of a cell's requests, and of its output tokens, whose own TTFT, TPOT and end-to-end latency "
+        "met every limit of the workload's `goodput_slo` (a failed request meets none); the median over the "
+        f"repeats with its {confidence} interval. Descriptive: no verdict.",
+        "",
+    ]
+    rows = [
+        [arm_name, str(c), *(fmt_summary(arms[arm_name]["points"][c][m], 3) for m in metrics)]
+        for arm_name in names
+        for c in arms[arm_name]["concurrencies"]
+    ]
+    out += table(["Arm", "Concurrency", *(METRIC_LABELS[m] for m in metrics)], rows, synthetic,
+                 "---|---:|" + "---:|" * len(metrics))
+    return out + [""]
+
+
 def workload_sections(host: str, workload: str, part: dict, synthetic: bool, order: list[str], method: dict) -> list:
     out = []
     arms = part["arms"]
@@ -874,6 +907,8 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
         "---|---:|" + "---:|" * len(stats.LATENCY_METRICS),
     )
     out.append("")
+
+    out += goodput_section(arms, names, where, confidence, synthetic)
 
     out += [f"### Warm-up: {where}", ""]
     rows = []

@@ -46,12 +46,14 @@ sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 from render_tier_docs import STATUS_BEGIN as PAGE_STATUS_BEGIN  # noqa: E402
 from render_tier_docs import STATUS_END, STATUS_RE  # noqa: E402
 from sglang_compare import (  # noqa: E402
+    GOODPUT_METRICS,
     METRICS,
     compare_record,
     comparison_rows,
     concurrencies,
     interval_text,
     ok_values,
+    share_text,
     summarize,
 )
 from sglang_ledger import latest_record, read_ledger  # noqa: E402
@@ -237,6 +239,28 @@ def tier_table(record: dict, comparison: dict) -> list[str]:
     return lines
 
 
+def goodput_table(comparison: dict) -> list[str]:
+    """The goodput of a record whose workload states a goodput_slo (sglang_compare's per-point goodput):
+    per concurrency the tier's and the baseline's share of requests and of output tokens that met every
+    limit, ``n/a (n=8)`` when withheld for its sample size. Empty without one."""
+    points = [p for p in comparison.get("points") or [] if p.get("goodput")]
+    if not points:
+        return []
+    lines = [
+        f"Goodput: the share of requests / of output tokens that met every limit of "
+        f"{md_escape(comparison.get('goodput_slo_text'))} (descriptive, no verdict).",
+        "",
+        "| Concurrency | Requests | Output tokens | Baseline requests | Baseline output tokens |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for point in points:
+        goodput = point["goodput"]
+        cells = [share_text(goodput[m]["candidate"]) for m in GOODPUT_METRICS]
+        cells += [share_text(goodput[m]["baseline"]) for m in GOODPUT_METRICS]
+        lines.append(f"| {point['concurrency']} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def build_markdown(
     records: list[dict], catalog: list[dict], confidence: float, baseline: str, problems: list[str]
 ) -> str:
@@ -293,6 +317,7 @@ def build_markdown(
                 "",
                 *tier_table(record, comparison),
                 "",
+                *goodput_table(comparison),
             ]
             if record.get("quality"):  # the output-quality check (docs/quality.md), beside the speed verdicts
                 quality = quality_comparison(record, mine, baseline)

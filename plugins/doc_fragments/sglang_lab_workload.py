@@ -160,6 +160,28 @@ options:
       gsp_system_prompt_len:
         description: C(generated-shared-prefix) only - the shared system prompt's tokens (C(--gsp-system-prompt-len)).
         type: int
+      goodput_slo:
+        description:
+          - The latency limits a request must meet to count towards the point's goodput (the share
+            of requests, and of output tokens, that met every limit; docs/benchmark.md, "Goodput").
+            Omitted, points have no goodput. Not part of the workload's identity.
+        type: dict
+        suboptions:
+          ttft_ms:
+            description: The most a request's time to first token may take, in ms.
+            type: float
+          tpot_ms:
+            description: The most a request's time per output token after the first may take, in ms.
+            type: float
+          e2e_ms:
+            description: The most a request's end-to-end latency may take, in ms.
+            type: float
+          attainment:
+            description:
+              - The share of requests expected to meet the limits (DistServe's 0.9 by default); a
+                goodput share needs ceil(1 / (1 - attainment)) requests, else it is withheld.
+            type: float
+            default: 0.9
 """
 
     CLIENT = r"""

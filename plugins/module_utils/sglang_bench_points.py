@@ -25,14 +25,24 @@ try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_ledger import POINT_FAILED, POINT_OK, POINT_TOO_SHORT, to_json_safe
     from ansible.module_utils.sglang_point_window import (
         counter_mismatches,
+        goodput,
         read_sidecar,
         server_metrics,
         steady_state,
         window_shortfall,
     )
+    from ansible.module_utils.sglang_workload_options import DEFAULT_ATTAINMENT
 except ImportError:  # pytest and tools put module_utils on sys.path.
     from sglang_ledger import POINT_FAILED, POINT_OK, POINT_TOO_SHORT, to_json_safe
-    from sglang_point_window import counter_mismatches, read_sidecar, server_metrics, steady_state, window_shortfall
+    from sglang_point_window import (
+        counter_mismatches,
+        goodput,
+        read_sidecar,
+        server_metrics,
+        steady_state,
+        window_shortfall,
+    )
+    from sglang_workload_options import DEFAULT_ATTAINMENT
 
 
 # Result keys copied from a bench_serving JSONL line into a ledger point,
@@ -180,6 +190,43 @@ def withhold_percentiles(point, result, completed):
     point["samples"] = samples
     if withheld:
         point["withheld_percentiles"] = withheld
+    return point
+
+
+# Goodput (sglang_point_window.goodput) as the point's own metrics, beside bench_serving's: the share
+# of requests and of output tokens that met every limit of the workload's goodput_slo, and the
+# requests that met it per second. Higher is better; the SLO search can bound them with ``min``.
+GOODPUT_KEYS = {
+    "goodput_request_share": "request_share",
+    "goodput_token_share": "token_share",
+    "goodput_request_throughput": "request_throughput",
+}
+
+
+def goodput_min_samples(slo):
+    """The requests a goodput share needs: as a percentile at the workload's attainment (a share of
+    at least 0.9 met is the statement "the 0.9-quantile is within the limit"), ceil(1 / (1 - attainment))."""
+    attainment = (slo or {}).get("attainment")
+    return min_samples(float(DEFAULT_ATTAINMENT if attainment is None else attainment))
+
+
+def apply_goodput(point, block, slo):
+    """Put a goodput block (sglang_point_window.goodput) into ``point``: ``goodput`` whole, with its
+    attainment and ``min_n``, and the GOODPUT_KEYS metrics. From fewer requests than
+    goodput_min_samples the metrics are null and kept under ``withheld_percentiles`` (with ``n`` and
+    ``min_n``, shown as ``n/a (n=16)``), as a percentile from too few samples is. Returns the point."""
+    if not block:
+        return point
+    need = goodput_min_samples(slo)
+    attainment = (slo or {}).get("attainment")
+    block = dict(block, attainment=float(DEFAULT_ATTAINMENT if attainment is None else attainment), min_n=need)
+    point["goodput"] = block
+    for key, source in GOODPUT_KEYS.items():
+        value = block.get(source)
+        if value is not None and block["requests"] < need:
+            point.setdefault("withheld_percentiles", {})[key] = {"value": value, "n": block["requests"], "min_n": need}
+            value = None
+        point[key] = value
     return point
 
 
@@ -945,9 +992,12 @@ def measure_point(point, spec, result, end=None):
         point["sized"] = end["sized"]
     if end.get("cache_flush"):
         point["cache"] = {"flushed": bool(end["cache_flush"].get("ok")), "flush": end["cache_flush"]}
-    steady = steady_state(result, read_sidecar(output_file + ".requests.json"))
+    requests = read_sidecar(output_file + ".requests.json")
+    steady = steady_state(result, requests)
     if steady:
         point["steady_state"] = steady
+    if spec.get("goodput_slo"):
+        apply_goodput(point, goodput(result, requests, spec["goodput_slo"]), spec["goodput_slo"])
     if spec.get("metrics"):
         block = server_metrics(read_sidecar(output_file + ".metrics.json"), result.get("duration"))
         point["server_metrics"] = block
@@ -1036,6 +1086,16 @@ def measurement_extras(measurement, host, port):
         found["flush_cache"] = {"url": base + "/flush_cache", "timeout_s": 60}
     if measurement.get("server_metrics"):
         found["metrics"] = {"url": base + "/metrics", "interval_s": 1.0}
+    return found
+
+
+def point_extras(workload, host, port):
+    """What every planned point of ``workload`` carries beyond bench_serving's arguments: its
+    measurement's plan keys (measurement_extras) and, for the point's own evaluation (not the
+    client's plan), the workload's ``goodput_slo``."""
+    found = measurement_extras((workload or {}).get("measurement") or {}, host, port)
+    if (workload or {}).get("goodput_slo"):
+        found["goodput_slo"] = dict(workload["goodput_slo"])
     return found
 
 

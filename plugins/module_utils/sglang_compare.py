@@ -97,6 +97,10 @@ WITHIN_ONLY = (
     "verdict; run the tier and the baseline again for one"
 )
 AA_METRIC = "output_throughput"
+# Goodput (sglang_bench_points.GOODPUT_KEYS): shown beside the table for a workload with a
+# goodput_slo, per arm and concurrency, in no verdict (a share near 1 has no spread to test, and
+# its SLO is the workload's choice, not the server's).
+GOODPUT_METRICS = ("goodput_request_share", "goodput_token_share")
 
 
 def summarize(values):
@@ -209,6 +213,37 @@ def record_value(record, concurrency, metric):
     """The record's value at a point: the median of its ok points at ``concurrency`` (None if none)."""
     values = finite_numbers(ok_values(record, concurrency, metric))
     return median(values) if values else None
+
+
+def withheld_samples(records, concurrency, metric):
+    """``{"n", "min_n"}`` when ``metric`` was withheld at ``concurrency`` in any of the records' ok points
+    (too few requests for that percentile or goodput share: module_utils sglang_bench_points); the
+    smallest sample seen, so a report can say ``n/a (n=16)``. None when nothing was withheld."""
+    found = [
+        (point.get("withheld_percentiles") or {}).get(metric)
+        for record in records
+        for point in record.get("points") or []
+        if point.get("concurrency") == concurrency and point.get("status") == "ok"
+    ]
+    found = [entry for entry in found if isinstance(entry, dict)]
+    if not found:
+        return None
+    return {"n": min(entry.get("n", 0) for entry in found), "min_n": max(entry.get("min_n", 0) for entry in found)}
+
+
+def goodput_slo(record):
+    """The limits a record's goodput was counted against (its workload's ``goodput_slo``), or None."""
+    slo = (record.get("workload") or {}).get("goodput_slo")
+    return slo if isinstance(slo, dict) else None
+
+
+def _goodput_side(arm, concurrency, metric):
+    values, _ids = _side(arm, concurrency, metric)
+    summary = summarize(values)
+    withheld = withheld_samples(arm, concurrency, metric)
+    if summary is None and withheld:
+        summary = {"n": 0, "median": None, "withheld": withheld}
+    return summary
 
 
 def _position(records, record):
@@ -340,8 +375,20 @@ def compare_record(record, records, confidence=DEFAULT_CONFIDENCE, baseline_tier
             for p in record.get("points") or []
             if p.get("concurrency") == concurrency and p.get("status") == POINT_TOO_SHORT
         ]
+        goodput = None
+        if goodput_slo(record):
+            goodput = {
+                metric: {
+                    "candidate": _goodput_side(cand if scope == SCOPE_STARTS else [record], concurrency, metric),
+                    "baseline": _goodput_side(
+                        [r for r in base if goodput_slo(r) == goodput_slo(record)], concurrency, metric
+                    ),
+                }
+                for metric in GOODPUT_METRICS
+            }
         points.append({
             "concurrency": concurrency,
+            "goodput": goodput,
             "too_short": short,
             "scope": scope,
             "baseline_record_id": latest.get("record_id") if latest else None,
@@ -392,6 +439,8 @@ def compare_record(record, records, confidence=DEFAULT_CONFIDENCE, baseline_tier
         ),
         "family": family,
         "points": points,
+        "goodput_slo": goodput_slo(record),
+        "goodput_slo_text": describe_goodput_slo(goodput_slo(record)) if goodput_slo(record) else None,
     }
 
 
@@ -447,6 +496,39 @@ def confidence_problem(confidence):
     except ValueError as exc:
         return f"{exc}; fix confidence in data/benchmark.yml (or sglang_bench_confidence)."
     return None
+
+
+def share_text(summary):
+    """A goodput share as the table shows it: ``97.5 %``, ``n/a (n=8)`` when withheld, ``-`` without one."""
+    if not summary:
+        return "-"
+    if summary.get("median") is None:
+        withheld = summary.get("withheld")
+        return f"n/a (n={withheld['n']})" if withheld else "-"
+    return f"{summary['median'] * 100:.1f} %"
+
+
+def describe_goodput_slo(slo):
+    """``TTFT <= 2000 ms, TPOT <= 200 ms (attainment 0.9)``."""
+    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
+    limits = ", ".join(f"{names[k]} <= {float(slo[k]):g} ms" for k in names if slo.get(k) is not None)
+    attainment = slo.get("attainment")
+    return limits + (f" (attainment {float(attainment):g})" if attainment is not None else "")
+
+
+def goodput_lines(comparison):
+    """The comparison's goodput, one line per concurrency (empty for a workload without goodput_slo):
+    the tier's and the baseline's share of requests and of output tokens that met every limit."""
+    points = [p for p in comparison.get("points") or [] if p.get("goodput")]
+    if not points:
+        return []
+    lines = [f"goodput, requests / output tokens that met every limit of {comparison.get('goodput_slo_text')}:"]
+    for point in points:
+        goodput = point["goodput"]
+        tier = " / ".join(share_text(goodput[m]["candidate"]) for m in GOODPUT_METRICS)
+        base = " / ".join(share_text(goodput[m]["baseline"]) for m in GOODPUT_METRICS)
+        lines.append(f"  c={point['concurrency']}: tier {tier}; baseline {base} (no verdict)")
+    return lines
 
 
 def ledger_comparison(record, records, confidence=DEFAULT_CONFIDENCE, baseline_tier="baseline", problems=()):
@@ -557,6 +639,7 @@ def format_table(comparison, host=None, synthetic=False):
             "in-server: repeats within one server start a side; start-to-start variation is not in the interval, "
             "so it gives no verdict"
         )
+    lines.extend(goodput_lines(comparison))
     for point in comparison.get("points") or []:
         if point.get("too_short"):
             lines.append(

@@ -18,6 +18,10 @@ server's own counters (module sglang_bench, through sglang_bench_points.evaluate
   each point (sidecar ``<output_file>.metrics.json``); a point whose client totals disagree with the
   server's beyond ``COUNTER_TOLERANCE`` fails as ``counter_mismatch``: on the H200 a streamed-error
   point was 8 successful requests to bench_serving and 0 to the server.
+* **Goodput.** With a workload that states latency limits (``goodput_slo``), the share of the
+  point's requests, and of its output tokens, whose own TTFT, TPOT and end-to-end latency each met
+  every limit (``goodput``); a failed request meets none. From the same per-request data as the
+  steady state.
 
 Standard library only: this runs on the target host.
 """
@@ -218,6 +222,82 @@ def steady_state(result, requests, ratio=STEADY_RATIO):
         "output_throughput": round(tokens / window, 3) if window > 0 else None,
         "request_throughput": round(finished / window, 6) if window > 0 else None,
         "representative": bool(run > 0 and window / run >= STEADY_MIN_SHARE),
+    }
+
+
+GOODPUT_LIMITS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def request_latencies(result, requests=None):
+    """Each request's own TTFT, TPOT and end-to-end latency in ms, in bench_serving's request order,
+    from its ``--output-details`` line: a list of ``{ok, ttft_ms, tpot_ms, e2e_ms, output_len}``, or
+    None without the details. A request that failed (an error, or no success in the client's
+    ``requests`` sidecar) is ``ok: False``. TPOT is bench_serving's own, (latency - TTFT) /
+    (output tokens - 1), None for a request of one token (bench_serving leaves it out too). The
+    latency is the sidecar's (bench_serving's ``latency``), else TTFT plus the inter-token gaps."""
+    ttfts, itls, lens = result.get("ttfts"), result.get("itls"), result.get("output_lens")
+    if not all(isinstance(x, list) for x in (ttfts, itls, lens)) or not (len(ttfts) == len(itls) == len(lens)):
+        return None
+    errors = result.get("errors") if isinstance(result.get("errors"), list) else []
+    rows = (requests or {}).get("requests") if isinstance(requests, dict) else None
+    if not isinstance(rows, list) or len(rows) != len(ttfts):
+        rows = None
+    found = []
+    for i, (ttft, gaps, length) in enumerate(zip(ttfts, itls, lens, strict=True)):
+        ok = not (i < len(errors) and errors[i]) and isinstance(ttft, (int, float)) and ttft > 0
+        if rows is not None:
+            ok = ok and len(rows[i]) >= 3 and bool(rows[i][2])
+        length = int(length) if isinstance(length, (int, float)) else 0
+        if not ok:
+            found.append({"ok": False, "ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "output_len": length})
+            continue
+        if rows is not None and isinstance(rows[i][1], (int, float)):
+            latency = float(rows[i][1])
+        else:
+            latency = float(ttft) + sum(float(g) for g in gaps or [] if isinstance(g, (int, float)))
+        tpot = (latency - float(ttft)) / (length - 1) * 1000.0 if length > 1 else None
+        found.append(
+            {"ok": True, "ttft_ms": float(ttft) * 1000.0, "tpot_ms": tpot, "e2e_ms": latency * 1000.0,
+             "output_len": length}
+        )
+    return found
+
+
+def goodput(result, requests, slo):
+    """The point's goodput under ``slo`` (the workload's ``goodput_slo``: limits in ms of
+    GOODPUT_LIMITS): how many requests met every limit, of how many sent, and their output tokens
+    of all output tokens; None without a limit or without ``--output-details``. A request with no
+    TPOT (one token) meets a TPOT limit; a failed request meets nothing. ``request_throughput`` is
+    the requests that met it per second of bench_serving's ``duration``. The sample rule is the
+    caller's (sglang_bench_points.apply_goodput)."""
+    limits = dict((name, float(slo[name])) for name in GOODPUT_LIMITS if (slo or {}).get(name) is not None)
+    latencies = request_latencies(result, requests) if limits else None
+    if not latencies:
+        return None
+    missed = dict((name, 0) for name in limits)
+    met, met_tokens = 0, 0
+    for row in latencies:
+        over = [name for name in limits if not row["ok"] or (row[name] is not None and row[name] > limits[name])]
+        for name in over:
+            missed[name] += 1
+        if not over:
+            met += 1
+            met_tokens += row["output_len"]
+    tokens = sum(row["output_len"] for row in latencies if row["ok"])
+    duration = result.get("duration")
+    return {
+        "slo": limits,
+        "requests": len(latencies),
+        "met": met,
+        "request_share": round(met / len(latencies), 6),
+        "output_tokens": tokens,
+        "met_output_tokens": met_tokens,
+        "token_share": round(met_tokens / tokens, 6) if tokens else None,
+        "request_throughput": (
+            round(met / duration, 6) if isinstance(duration, (int, float)) and duration > 0 else None
+        ),
+        "missed": missed,
+        "failed": sum(1 for row in latencies if not row["ok"]),
     }
 
 

@@ -8,7 +8,7 @@ an SLO (a list of ``{"metric": ..., "max": ...}`` or ``{"metric": ...,
 integer load dimension (concurrency, or request rate in whole requests per
 second) with a probe callable that measures one value. Nothing here sends a
 request; the module's probe runs SGLang's bench_serving (sglang_bench_points).
-Standard library only: this code runs on the target host.
+Standard library (and sglang_bench_points' sample rules) only: this code runs on the target host.
 
 The monotonicity assumption
 ---------------------------
@@ -29,6 +29,11 @@ import math
 import re
 import time
 
+try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_bench_points import goodput_min_samples, min_samples, percentile_quantile
+except ImportError:  # pytest and tools put module_utils on sys.path.
+    from sglang_bench_points import goodput_min_samples, min_samples, percentile_quantile
+
 # Metric names are the keys of bench_serving's result line, as a ledger point
 # carries them (sglang_bench_points.METRIC_KEYS): latencies in ms (an SLO
 # bounds them from above) and throughputs (bounded from below). Newer
@@ -37,6 +42,10 @@ import time
 # that said.
 LATENCY_METRIC = re.compile(r"^(mean|median|std|p\d{1,2}(?:\.\d+)?)_(ttft|tpot|itl|e2e_latency)_ms$")
 THROUGHPUT_METRICS = ("request_throughput", "input_throughput", "output_throughput", "total_throughput")
+# Goodput (sglang_bench_points.GOODPUT_KEYS), counted against the workload's goodput_slo: the shares
+# (0 to 1) and the requests per second that met every limit, each bounded from below.
+GOODPUT_SHARES = ("goodput_request_share", "goodput_token_share")
+GOODPUT_METRICS = GOODPUT_SHARES + ("goodput_request_throughput",)
 BOUNDS = ("max", "min")
 DIMENSIONS = ("concurrency", "request_rate")
 
@@ -73,7 +82,7 @@ def metric_bound(metric):
     """The bound an SLO on ``metric`` takes ("max" for a latency, "min" for a throughput), or None."""
     if LATENCY_METRIC.match(metric):
         return "max"
-    if metric in THROUGHPUT_METRICS:
+    if metric in THROUGHPUT_METRICS or metric in GOODPUT_METRICS:
         return "min"
     return None
 
@@ -112,7 +121,7 @@ def parse_slo(spec):
             raise SloError(
                 f"{where}: {metric!r} is not a metric of bench_serving's result: use a latency "
                 "<mean|median|std|pNN>_<ttft|tpot|itl|e2e_latency>_ms (with max) or one of "
-                f"{', '.join(THROUGHPUT_METRICS)} (with min)"
+                f"{', '.join(THROUGHPUT_METRICS + GOODPUT_METRICS)} (with min)"
             )
         given = [bound for bound in BOUNDS if bound in entry]
         if len(given) != 1:
@@ -124,11 +133,40 @@ def parse_slo(spec):
                 f"is better), not {bound}"
             )
         limit = _number(entry[bound], f"{where}.{bound} ({metric})")
+        if metric in GOODPUT_SHARES and limit > 1:
+            raise SloError(f"{where}.min ({metric}) = {limit:g}: a share is at most 1 (0.9 = 90 % of requests)")
         if (metric, bound) in seen:
             raise SloError(f"{where}: {metric} {bound} is given twice; keep one")
         seen.add((metric, bound))
         parsed.append({"metric": metric, "bound": bound, "limit": limit})
     return parsed
+
+
+def goodput_target_problems(slo, workload):
+    """Why ``slo`` (parsed) cannot be searched with ``workload``: a goodput metric needs the
+    workload's goodput_slo (the limits each request is counted against). A list of sentences."""
+    wanted = [check["metric"] for check in slo if check["metric"] in GOODPUT_METRICS]
+    if wanted and not (workload or {}).get("goodput_slo"):
+        return [
+            f"{', '.join(wanted)} counts the requests that met the workload's goodput_slo, and this workload "
+            "states none: give it one (a workload of data/workloads.yml with goodput_slo, or "
+            "sglang_bench_workload_override goodput_slo: {ttft_ms: ..., tpot_ms: ...})"
+        ]
+    return []
+
+
+def probe_min_requests(slo, workload):
+    """The requests a probe needs for every bound of ``slo`` to be a value, by sglang_bench_points'
+    rules: a percentile's ``min_samples(q)`` (p99: 100), a goodput metric's ``goodput_min_samples`` of
+    the workload's goodput_slo (attainment 0.9: 10); 1 for the rest."""
+    need = [1]
+    for check in slo:
+        quantile = percentile_quantile(check["metric"])
+        if quantile is not None:
+            need.append(min_samples(quantile))
+        elif check["metric"] in GOODPUT_METRICS:
+            need.append(goodput_min_samples((workload or {}).get("goodput_slo")))
+    return max(need)
 
 
 def describe_slo(slo):

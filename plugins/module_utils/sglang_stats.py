@@ -72,11 +72,13 @@ import numpy as np
 try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_campaign import arm_precision, is_final
     from ansible.module_utils.sglang_compare import (
+        GOODPUT_METRICS,
         METRICS,
         VERDICT_METRICS,
         model_key,
         record_value,
         simulator_key,
+        withheld_samples,
         workload_key,
     )
     from ansible.module_utils.sglang_interval import (
@@ -98,7 +100,16 @@ try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_quality import QUALITY_REGRESSED, campaign_quality
 except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
     from sglang_campaign import arm_precision, is_final
-    from sglang_compare import METRICS, VERDICT_METRICS, model_key, record_value, simulator_key, workload_key
+    from sglang_compare import (
+        GOODPUT_METRICS,
+        METRICS,
+        VERDICT_METRICS,
+        model_key,
+        record_value,
+        simulator_key,
+        withheld_samples,
+        workload_key,
+    )
     from sglang_interval import (
         BETTER,
         DEFAULT_CONFIDENCE,
@@ -149,7 +160,9 @@ LATENCY_METRICS = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_
 # Per-user interactivity, derived per cell: 1000 / mean TPOT (ms) = output tok/s one user sees
 # while decoding (TTFT excluded).
 PER_USER = "per_user_output_tps"
-SUMMARY_METRICS = tuple(m for m, _ in METRICS) + LATENCY_METRICS + (PER_USER,)
+# Goodput shares (sglang_compare.GOODPUT_METRICS) for a workload with a goodput_slo; descriptive,
+# no verdict, withheld for their sample size as the percentiles are.
+SUMMARY_METRICS = tuple(m for m, _ in METRICS) + LATENCY_METRICS + (PER_USER,) + GOODPUT_METRICS
 # The metric of the node calibration (the calibration cells' values).
 CALIBRATION_METRIC = "output_throughput"
 
@@ -193,22 +206,6 @@ def cell_value(record, concurrency, metric):
         tpot = _numbers([point.get("mean_tpot_ms")])
         values += [1000.0 / tpot[0]] if tpot and tpot[0] > 0 else []
     return float(np.median(values)) if values else None
-
-
-def withheld_samples(records, concurrency, metric):
-    """``{"n", "min_n"}`` when ``metric`` was withheld at ``concurrency`` in any of the records' ok points
-    (too few requests for that percentile: module_utils sglang_bench_points.withhold_percentiles); the
-    smallest sample seen, so the report can say ``n/a (n=16)``. None when nothing was withheld."""
-    found = [
-        (point.get("withheld_percentiles") or {}).get(metric)
-        for record in records
-        for point in record.get("points") or []
-        if point.get("concurrency") == concurrency and point.get("status") == "ok"
-    ]
-    found = [entry for entry in found if isinstance(entry, dict)]
-    if not found:
-        return None
-    return {"n": min(entry.get("n", 0) for entry in found), "min_n": max(entry.get("min_n", 0) for entry in found)}
 
 
 def summarize(values, confidence=DEFAULT_CONFIDENCE, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED):
@@ -559,7 +556,7 @@ def _workload_analysis(cells, options):
                     if value is not None:
                         values[metric].append(value)
             arm["points"][concurrency] = {m: summarize(v, **options) for m, v in values.items()}
-            for metric in LATENCY_METRICS:
+            for metric in LATENCY_METRICS + GOODPUT_METRICS:
                 withheld = withheld_samples(used, concurrency, metric)
                 if withheld:
                     arm["points"][concurrency][metric]["withheld"] = withheld

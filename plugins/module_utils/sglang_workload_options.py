@@ -22,6 +22,7 @@ sglang_bench and sglang_slo_search. Standard library only.
 
 import copy
 import json
+import math
 
 # bench_serving's own datasets this project sends (docs/benchmark.md, "Workload catalogue"):
 # random and random-ids (synthetic lengths), sharegpt (a ShareGPT-format corpus's conversations)
@@ -36,6 +37,21 @@ MEASUREMENT_OPTIONS = dict(
     max_prompts=dict(type="int", default=20000),
     cache=dict(type="str", choices=list(CACHE_STATES), default="warm"),
     server_metrics=dict(type="bool", default=False),
+)
+
+# Goodput (docs/benchmark.md, "Goodput"): the latency limits every request must meet to count, and
+# the share of requests the workload expects to meet them. Each limit bounds one request's own value
+# as bench_serving measures it (TTFT; TPOT = (latency - TTFT) / (output tokens - 1); end-to-end
+# latency). The attainment's default, 0.9, is DistServe's (Zhong et al., OSDI 2024: goodput is the
+# rate served with at least 90 % of requests within their SLO); it also sets the sample a share
+# needs, as a percentile's: ceil(1 / (1 - attainment)) requests (sglang_point_window.goodput).
+SLO_LIMITS = ("ttft_ms", "tpot_ms", "e2e_ms")
+DEFAULT_ATTAINMENT = 0.9
+SLO_OPTIONS = dict(
+    ttft_ms=dict(type="float"),
+    tpot_ms=dict(type="float"),
+    e2e_ms=dict(type="float"),
+    attainment=dict(type="float", default=DEFAULT_ATTAINMENT),
 )
 
 # The settings of a workload, the ledger record's ``workload`` keys, each with its type and default.
@@ -60,6 +76,7 @@ WORKLOAD_OPTIONS = dict(
     extra_request_body=dict(type="dict", default={}),
     gsp_num_groups=dict(type="int"),
     gsp_system_prompt_len=dict(type="int"),
+    goodput_slo=dict(type="dict", options=SLO_OPTIONS),
 )
 
 # The settings that say what a request is: two records are compared only when they agree on
@@ -166,6 +183,8 @@ def workload_problems(workload, names=None):
     )
     for name in ("gsp_num_groups", "gsp_system_prompt_len"):
         want(name, lambda v: _at_least(v, 1), "must be an integer >= 1")
+    if "goodput_slo" in names and workload.get("goodput_slo") is not None:
+        problems += [("goodput_slo", rule) for rule in slo_problems(workload["goodput_slo"])]
     # generated-shared-prefix: num_groups groups, each of its own system prompt of
     # gsp_system_prompt_len tokens before every question (input_len tokens); bench_serving sends
     # num_groups x prompts per group requests, whatever --num-prompts says.
@@ -178,6 +197,31 @@ def workload_problems(workload, names=None):
         elif workload.get(name) is not None:
             dataset = workload.get("dataset_name")
             problems.append((name, f"is only read by dataset_name {SHARED_PREFIX}, not {dataset!r}"))
+    return problems
+
+
+def slo_problems(slo):
+    """What is wrong with a workload's ``goodput_slo`` block (a list of sentences, empty when it is usable): a
+    mapping of at least one limit of SLO_LIMITS, each a number of ms > 0, and an ``attainment``
+    within (0, 1)."""
+    if not isinstance(slo, dict):
+        return [f"must be a mapping of limits ({', '.join(SLO_LIMITS)}) and attainment, got {slo!r}"]
+    problems = []
+    unknown = sorted(set(slo) - set(SLO_OPTIONS))
+    if unknown:
+        problems.append(f"has unknown key(s) {', '.join(map(str, unknown))}; the keys are {', '.join(SLO_OPTIONS)}")
+    limits = [name for name in SLO_LIMITS if slo.get(name) is not None]
+    if not limits:
+        problems.append(f"states no limit: give at least one of {', '.join(SLO_LIMITS)} (ms)")
+    for name in limits:
+        value = as_number(slo[name])
+        if value is None or not math.isfinite(value) or value <= 0:
+            problems.append(f"{name} = {slo[name]!r}: must be a number of milliseconds > 0")
+    attainment = slo.get("attainment")
+    if attainment is not None:
+        value = as_number(attainment)
+        if value is None or not 0 < value < 1:
+            problems.append(f"attainment = {attainment!r}: must be a share between 0 and 1 (exclusive), such as 0.9")
     return problems
 
 

@@ -294,8 +294,8 @@ from ansible.module_utils.sglang_bench_points import (
     client_settings,
     default_timeout,
     end_standby,
-    measurement_extras,
     plan_points,
+    point_extras,
     point_from_result,
     point_warmup_requests,
     read_new_results,
@@ -513,7 +513,7 @@ def main():
         groups=workload.get("gsp_num_groups"),
     )
     for spec in specs:
-        spec.update(measurement_extras(measurement, p["address"], p["port"]))
+        spec.update(point_extras(workload, p["address"], p["port"]))
 
     if p["mode"] == "parse":
         _parse(module, specs)

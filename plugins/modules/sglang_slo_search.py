@@ -379,11 +379,9 @@ from ansible.module_utils.sglang_bench_points import (
     default_timeout,
     failed_point,
     format_request_rate,
-    measurement_extras,
-    min_samples,
     num_prompts_for,
-    percentile_quantile,
     plan_points,
+    point_extras,
     read_new_results,
     run_plan,
     shared_prefix_prompts,
@@ -410,9 +408,11 @@ from ansible.module_utils.sglang_provenance import (
 from ansible.module_utils.sglang_slo import (
     SloError,
     describe_slo,
+    goodput_target_problems,
     max_probes,
     parse_slo,
     probe_metrics,
+    probe_min_requests,
     search,
 )
 from ansible.module_utils.sglang_workload_options import (
@@ -451,6 +451,7 @@ def _validate(module):
         _fail(module, "max_concurrency must be >= 1, got {}.".format(p["max_concurrency"]))
     workload = p["workload"]
     problems = [f"workload {name} {rule}" for name, rule in workload_problems(workload)]
+    problems += goodput_target_problems(slo, workload)
     if p["num_prompts"] is None and not workload.get("num_prompts"):
         problems.append("give num_prompts or the workload's num_prompts rule (multiplier and floor)")
     for name in ("num_prompts", "point_timeout", "timeout"):
@@ -492,9 +493,8 @@ class Prober:
         self.count = 0
         self.points = []
         self.server_log = server_log(self.p["server_state"])
-        # The requests a probe needs for every percentile the SLO bounds (p99: 100; min_samples).
-        quantiles = [percentile_quantile(check["metric"]) for check in slo]
-        self.min_requests = max([min_samples(q) for q in quantiles if q is not None] or [1])
+        # The requests a probe needs for every percentile (p99: 100) and goodput share the SLO bounds.
+        self.min_requests = probe_min_requests(slo, self.p["workload"])
 
     def spec(self, value, index):
         """The probe's planned point, with its bench_serving argv (sglang_bench_points' helpers)."""
@@ -515,7 +515,7 @@ class Prober:
         spec = plan_points([concurrency], 1, probe_dir, num_prompts=prompts)[0]
         # Each probe from a flushed cache when the workload says cold: a value probed again would
         # otherwise measure the first probe's cache hits (the same seed sends the same prompts).
-        spec.update(measurement_extras(measurement, p["address"], p["port"]))
+        spec.update(point_extras(workload, p["address"], p["port"]))
         spec["probe_dir"] = probe_dir
         spec["request_rate"] = format_request_rate(rate)
         warmup = concurrency if (p["probe_warmup"] and not by_rate) else p["client_warmup_requests"]

@@ -117,6 +117,8 @@ def test_the_schema_refuses_bad_fields(change, words):
      "gsp_system_prompt_len = None: must be set for dataset_name generated-shared-prefix"),
     ({"gsp_num_groups": 8}, "gsp_num_groups = 8: is only read by dataset_name generated-shared-prefix, not 'random'"),
     ({"extra_request_body": {"sampling_params": {"temperature": 1}}}, "without max_new_tokens"),
+    ({"goodput_slo": {"ttft_ms": -5}}, "ttft_ms = -5: must be a number of milliseconds > 0"),
+    ({"goodput_slo": {"attainment": 0.9}}, "states no limit"),
 ])
 def test_a_bad_entry_is_refused_by_the_workloads_own_check(settings_, words):
     """Every entry is resolved over data/benchmark.yml when the catalogue is read: the workload's
@@ -172,6 +174,15 @@ def test_chat_corpus_sends_the_corpus_with_a_fixed_output_length():
     assert not any(a.startswith("--gsp-") for a in argv)
     _pairs, argv = argv_of(resolve("seeds-random"), 16)
     assert not any(a.startswith(("--gsp-", "--sharegpt-")) for a in argv)
+
+
+def test_chat_corpus_counts_goodput_against_its_stated_limits():
+    cfg = resolve("chat-corpus", {"sglang_bench_dataset_path": "/c.json"})
+    stated = RAW["workloads"]["chat-corpus"]["settings"]["goodput_slo"]
+    assert cfg["goodput_slo"] == stated
+    assert bp.point_extras(cfg, "h", 1)["goodput_slo"] == stated
+    # The workloads that state none leave their points without goodput, as before.
+    assert "goodput_slo" not in resolve("seeds-random") and "goodput_slo" not in bp.point_extras(DATA, "h", 1)
 
 
 def test_a_resized_shared_prefix_point_keeps_whole_groups():
