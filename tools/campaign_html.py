@@ -180,7 +180,7 @@ def requests_at(record: dict, concurrency: int) -> int:
     return sum(
         int(p.get("completed") or 0)
         for p in record.get("points") or []
-        if p.get("concurrency") == concurrency and p.get("status") == "ok"
+        if stats.point_load(p) == concurrency and p.get("status") == "ok"
     )
 
 

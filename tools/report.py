@@ -53,6 +53,7 @@ from sglang_compare import (  # noqa: E402
     concurrencies,
     interval_text,
     ok_values,
+    point_load,
     share_text,
     summarize,
 )
@@ -230,7 +231,7 @@ def tier_table(record: dict, comparison: dict) -> list[str]:
         cells += [fmt_delta(r) for r in rows] or ["—"] * len(METRICS)
         verdicts = [VERDICT_MARK.get(r["verdict"], r["verdict"]) + ("" if r["in_family"] else "*") for r in rows]
         failed = [
-            p for p in record.get("points") or [] if p.get("concurrency") == concurrency and p.get("status") != "ok"
+            p for p in record.get("points") or [] if point_load(p) == concurrency and p.get("status") != "ok"
         ]
         if failed:
             verdicts.append(f"{len(failed)} failed point(s)")

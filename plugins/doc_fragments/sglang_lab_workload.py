@@ -90,6 +90,22 @@ options:
             probed value when M(sglang_slo_search) searches the request rate.
         type: str
         default: inf
+      request_rates:
+        description:
+          - A request-rate sweep - one point per rate (requests per second, Poisson arrivals through
+            C(--request-rate)), each at the one O(workload.concurrency) as its cap, instead of one
+            point per concurrency. A point sends the window's arrivals, ceil(rate x
+            C(measurement.min_duration_s)), at least the C(num_prompts) floor. Part of the workload's
+            identity.
+        type: list
+        elements: float
+      burstiness:
+        description:
+          - The arrivals' burstiness; 1.0 is Poisson, the only process bench_serving of SGLang 0.5.17
+            sends. Any other value (gamma arrivals) is refused - that bench_serving has no
+            C(--burstiness), and this project builds no traffic generator of its own.
+        type: float
+        default: 1.0
       seed:
         description: C(--seed) for prompt and length sampling, the same for every point.
         type: int

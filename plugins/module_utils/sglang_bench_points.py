@@ -875,47 +875,86 @@ STATUS_PREFIX = "SGLANG_BENCH_POINT "
 STARTUP_ALLOWANCE_S = 300
 
 
-def point_file(concurrency, repeat):
-    """Name of a point's bench_serving output file: ``c<C>_r<R>.jsonl``."""
-    return f"c{int(concurrency)}_r{int(repeat)}.jsonl"
+def rate_text(rate):
+    """A request rate as a point's id and file name spell it: ``8``, ``0.5``."""
+    return f"{float(rate):g}"
+
+
+def point_id(concurrency, repeat, rate=None):
+    """A point's id: ``c<C>_r<R>``, or ``c<C>_q<rate>_r<R>`` for a point of a request-rate sweep."""
+    middle = "" if rate is None else f"_q{rate_text(rate)}"
+    return f"c{int(concurrency)}{middle}_r{int(repeat)}"
+
+
+def point_file(concurrency, repeat, rate=None):
+    """Name of a point's bench_serving output file: ``<point id>.jsonl``."""
+    return point_id(concurrency, repeat, rate) + ".jsonl"
+
+
+def rate_prompts(rate, floor, min_duration_s):
+    """Prompts for one point of a request-rate sweep: the arrivals of the measurement window at that
+    rate, ceil(rate x min_duration_s), at least ``floor`` (an open loop's duration is its prompts /
+    rate, so a count made for a concurrency would run 512 s at 1 req/s)."""
+    return max(int(floor or 1), math.ceil(float(rate) * float(min_duration_s or 0)))
 
 
 def plan_points(
-    concurrency, repeats, output_dir, num_prompts=None, multiplier=None, floor=None, min_requests=0, groups=None
+    concurrency, repeats, output_dir, num_prompts=None, multiplier=None, floor=None, min_requests=0, groups=None,
+    rates=None, min_duration_s=0,
 ):
-    """The points of one cell, repeats outer and concurrency inner.
+    """The points of one cell, repeats outer and concurrency (or request rate) inner.
 
     Each is ``{index, id, concurrency, repeat, num_prompts, output_file, log}``;
     num_prompts is the given number for every point, else
     max(multiplier * concurrency, floor), and at least ``min_requests`` (the
     measurement window's) either way, rounded up to a multiple of ``groups``
-    (generated-shared-prefix's gsp_num_groups: shared_prefix_prompts). ValueError for nonsense.
+    (generated-shared-prefix's gsp_num_groups: shared_prefix_prompts). With ``rates`` (the
+    workload's request_rates, a request-rate sweep) there is one point per rate, each with
+    ``request_rate`` and the one ``concurrency`` as its cap, and num_prompts from rate_prompts.
+    ValueError for nonsense.
     """
     concurrency = [int(c) for c in concurrency or []]
     if not concurrency:
         raise ValueError("concurrency must list at least one point")
     if int(repeats) < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats!r}")
+    if rates and len(concurrency) != 1:
+        raise ValueError(f"a request-rate sweep runs at one concurrency cap, got {concurrency!r}")
+    loads = [(concurrency[0], float(rate)) for rate in rates] if rates else [(c, None) for c in concurrency]
     points = []
     for repeat in range(int(repeats)):
-        for conc in concurrency:
+        for conc, rate in loads:
             if conc < 1:
                 raise ValueError(f"every concurrency must be >= 1, got {conc!r}")
-            prompts = int(num_prompts) if num_prompts is not None else num_prompts_for(conc, multiplier, floor)
+            if rate is not None and not (rate > 0 and math.isfinite(rate)):
+                raise ValueError(f"every request rate must be a finite number > 0, got {rate!r}")
+            if num_prompts is not None:
+                prompts = int(num_prompts)
+            elif rate is not None:
+                prompts = rate_prompts(rate, floor, min_duration_s)
+            else:
+                prompts = num_prompts_for(conc, multiplier, floor)
             prompts = shared_prefix_prompts(max(prompts, int(min_requests or 0)), groups)
-            output_file = os.path.join(output_dir, point_file(conc, repeat))
-            points.append(
-                {
-                    "index": len(points),
-                    "id": f"c{conc}_r{repeat}",
-                    "concurrency": conc,
-                    "repeat": repeat,
-                    "num_prompts": prompts,
-                    "output_file": output_file,
-                    "log": output_file + ".log",
-                }
-            )
+            output_file = os.path.join(output_dir, point_file(conc, repeat, rate))
+            point = {
+                "index": len(points),
+                "id": point_id(conc, repeat, rate),
+                "concurrency": conc,
+                "repeat": repeat,
+                "num_prompts": prompts,
+                "output_file": output_file,
+                "log": output_file + ".log",
+            }
+            if rate is not None:
+                point["request_rate"] = rate
+            points.append(point)
     return points
+
+
+def point_tags(spec):
+    """What a ledger point takes from its planned point beyond bench_serving's result: the request
+    rate of a request-rate sweep's point (its key in the comparison, sglang_compare.point_load)."""
+    return {"request_rate": spec["request_rate"]} if spec.get("request_rate") is not None else {}
 
 
 def default_timeout(n_points, point_timeout):
@@ -1276,6 +1315,7 @@ def run_plan(
             point["output_file"] = spec["output_file"]
             point["client_log"] = spec["log"]
             point["command"] = list(client_command) + list(spec["argv"])
+            point.update(point_tags(spec))
             points.append(to_json_safe(point))
             run["points"].append(spec["id"])
             # Only a failed point stops the cell: a too_short point is recorded (in no verdict) and
@@ -1294,6 +1334,7 @@ def run_plan(
                 point["output_file"] = spec["output_file"]
                 point["client_log"] = run_log
                 point["command"] = list(client_command) + list(spec["argv"])
+                point.update(point_tags(spec))
                 points.append(point)
             left_over = remaining[1:] if stop_on_failure else []
             stop = True
@@ -1306,6 +1347,7 @@ def run_plan(
             point = failed_point(spec["concurrency"], spec["repeat"], spec["num_prompts"], "bench_timeout", reason)
             point["output_file"] = spec["output_file"]
             point["command"] = list(client_command) + list(spec["argv"])
+            point.update(point_tags(spec))
             points.append(point)
     outcome = dict(outcome)
     outcome.setdefault("gate", None)

@@ -182,26 +182,48 @@ def match_key(record):
     )
 
 
+class RequestRate(float):
+    """The load of a point of a request-rate sweep (the workload's request_rates): its Poisson rate
+    in requests per second, shown as such (``8 req/s``) wherever a concurrency would be."""
+
+    def __str__(self):
+        return f"{float(self):g} req/s"
+
+    def __format__(self, spec):
+        return str(self) if not spec else float.__format__(self, spec)
+
+
+def point_load(point):
+    """The load a point was measured at, its key in every comparison: its concurrency (an int), or
+    for a point of a request-rate sweep (a numeric ``request_rate``, sglang_bench_points.point_tags)
+    its rate as a RequestRate; None for neither. A sweep's records never meet a concurrency sweep's:
+    request_rates is part of the workload's identity."""
+    rate = point.get("request_rate")
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        return RequestRate(rate)
+    concurrency = point.get("concurrency")
+    return concurrency if isinstance(concurrency, int) and not isinstance(concurrency, bool) else None
+
+
+def load_label(load):
+    """``c=16`` for a concurrency, ``8 req/s`` for a rate of a request-rate sweep."""
+    return str(load) if isinstance(load, RequestRate) else f"c={load}"
+
+
 def ok_values(record, concurrency, metric):
-    """The metric's values over the record's ok points at one concurrency."""
+    """The metric's values over the record's ok points at one load (point_load: a concurrency, or a rate)."""
     return [
         point.get(metric)
         for point in record.get("points") or []
-        if point.get("concurrency") == concurrency
+        if point_load(point) == concurrency
         and point.get("status") == "ok"
         and isinstance(point.get(metric), (int, float))
     ]
 
 
 def concurrencies(record):
-    """Sorted concurrencies that appear in the record's points."""
-    return sorted(
-        set(
-            point.get("concurrency")
-            for point in record.get("points") or []
-            if isinstance(point.get("concurrency"), int)
-        )
-    )
+    """Sorted loads (point_load: concurrencies, or a request-rate sweep's rates) of the record's points."""
+    return sorted(set(point_load(point) for point in record.get("points") or [] if point_load(point) is not None))
 
 
 def script_sha(record):
@@ -223,7 +245,7 @@ def withheld_samples(records, concurrency, metric):
         (point.get("withheld_percentiles") or {}).get(metric)
         for record in records
         for point in record.get("points") or []
-        if point.get("concurrency") == concurrency and point.get("status") == "ok"
+        if point_load(point) == concurrency and point.get("status") == "ok"
     ]
     found = [entry for entry in found if isinstance(entry, dict)]
     if not found:
@@ -373,7 +395,7 @@ def compare_record(record, records, confidence=DEFAULT_CONFIDENCE, baseline_tier
         short = [
             (p.get("window") or {}).get("shortfall") or "short of its window"
             for p in record.get("points") or []
-            if p.get("concurrency") == concurrency and p.get("status") == POINT_TOO_SHORT
+            if point_load(p) == concurrency and p.get("status") == POINT_TOO_SHORT
         ]
         goodput = None
         if goodput_slo(record):
@@ -527,7 +549,7 @@ def goodput_lines(comparison):
         goodput = point["goodput"]
         tier = " / ".join(share_text(goodput[m]["candidate"]) for m in GOODPUT_METRICS)
         base = " / ".join(share_text(goodput[m]["baseline"]) for m in GOODPUT_METRICS)
-        lines.append(f"  c={point['concurrency']}: tier {tier}; baseline {base} (no verdict)")
+        lines.append(f"  {load_label(point['concurrency'])}: tier {tier}; baseline {base} (no verdict)")
     return lines
 
 
@@ -612,8 +634,10 @@ def format_table(comparison, host=None, synthetic=False):
     )
     if synthetic:
         title += " - SYNTHETIC numbers from the simulator"
-    lines = [title, row.format("c", "metric", "baseline", "tier", "delta", "interval", "n", "verdict")]
     rows = comparison_rows(comparison)
+    # A request-rate sweep's points are keyed by their rate (point_load).
+    load = "req/s" if any(isinstance(r["concurrency"], RequestRate) for r in rows) else "c"
+    lines = [title, row.format(load, "metric", "baseline", "tier", "delta", "interval", "n", "verdict")]
     for r in rows:
         lines.append(
             row.format(
@@ -628,7 +652,7 @@ def format_table(comparison, host=None, synthetic=False):
             ).rstrip()
         )
     floors = [
-        f"c={r['concurrency']} {interval_text(r['aa_floor']['ci_low_pct'], r['aa_floor']['ci_high_pct'])}"
+        f"{load_label(r['concurrency'])} {interval_text(r['aa_floor']['ci_low_pct'], r['aa_floor']['ci_high_pct'])}"
         for r in rows if r["aa_floor"]
     ]
     if floors:
@@ -643,8 +667,8 @@ def format_table(comparison, host=None, synthetic=False):
     for point in comparison.get("points") or []:
         if point.get("too_short"):
             lines.append(
-                f"c={point['concurrency']}: too_short, in no verdict ({point['too_short'][0]}); give the point more "
-                "prompts or a longer window (data/benchmark.yml measurement)"
+                f"{load_label(point['concurrency'])}: too_short, in no verdict ({point['too_short'][0]}); give the "
+                "point more prompts or a longer window (data/benchmark.yml measurement)"
             )
     if any(r["verdict"] == NO_VERDICT and r["reason"] == ONE_REPEAT for r in rows):
         lines.append(

@@ -76,6 +76,7 @@ try:  # Inside AnsiballZ.
         METRICS,
         VERDICT_METRICS,
         model_key,
+        point_load,
         record_value,
         simulator_key,
         withheld_samples,
@@ -105,6 +106,7 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
         METRICS,
         VERDICT_METRICS,
         model_key,
+        point_load,
         record_value,
         simulator_key,
         withheld_samples,
@@ -201,7 +203,7 @@ def cell_value(record, concurrency, metric):
         return record_value(record, concurrency, metric)
     values = []
     for point in record.get("points") or []:
-        if point.get("concurrency") != concurrency or point.get("status") != "ok":
+        if point_load(point) != concurrency or point.get("status") != "ok":
             continue
         tpot = _numbers([point.get("mean_tpot_ms")])
         values += [1000.0 / tpot[0]] if tpot and tpot[0] > 0 else []
@@ -404,7 +406,7 @@ def calibration_entry(record, index=None):
     per concurrency (cell_value)."""
     meta = record.get("campaign") or {}
     concurrencies = sorted(
-        {p.get("concurrency") for p in record.get("points") or [] if isinstance(p.get("concurrency"), int)}
+        {point_load(p) for p in record.get("points") or [] if point_load(p) is not None}
     )
     values = {c: cell_value(record, c, CALIBRATION_METRIC) for c in concurrencies}
     return {
@@ -544,7 +546,7 @@ def _workload_analysis(cells, options):
     for arm in arms.values():
         used = used_records[arm["arm"]] = arm.pop("_used")
         concurrencies = sorted(
-            {p.get("concurrency") for r in used for p in r.get("points") or [] if isinstance(p.get("concurrency"), int)}
+            {point_load(p) for r in used for p in r.get("points") or [] if point_load(p) is not None}
         )
         arm["concurrencies"] = concurrencies
         arm["points"] = {}

@@ -68,6 +68,8 @@ WORKLOAD_OPTIONS = dict(
     concurrency=dict(type="list", elements="int"),
     num_prompts=dict(type="dict", options=dict(multiplier=dict(type="int"), floor=dict(type="int"))),
     request_rate=dict(type="str", default="inf"),
+    request_rates=dict(type="list", elements="float"),
+    burstiness=dict(type="float", default=1.0),
     seed=dict(type="int", default=1),
     repeats=dict(type="int", default=1),
     warmup=dict(type="dict"),
@@ -89,6 +91,8 @@ WORKLOAD_IDENTITY = (
     "extra_request_body",
     "gsp_num_groups",
     "gsp_system_prompt_len",
+    "request_rate",
+    "request_rates",
 )
 
 WORKLOAD_ARGUMENT_SPEC = dict(
@@ -162,6 +166,32 @@ def workload_problems(workload, names=None):
         "request_rate",
         lambda v: str(v).strip().lower() == "inf" or (as_number(v) or 0) > 0,
         "must be inf or a positive number of requests per second",
+    )
+    want(
+        "request_rates",
+        lambda v: isinstance(v, list) and bool(v) and all((as_number(r) or 0) > 0 and math.isfinite(as_number(r))
+                                                          for r in v),
+        "must be a non-empty list of request rates > 0 (requests per second, Poisson arrivals)",
+    )
+    if "request_rates" in names and workload.get("request_rates"):
+        rate = workload.get("request_rate")
+        if rate is not None and str(rate).strip().lower() != "inf":
+            problems.append(("request_rates", f"is a sweep of rates; request_rate {rate!r} names another: keep one"))
+        caps = workload.get("concurrency")
+        if isinstance(caps, list) and len(caps) != 1:
+            problems.append((
+                "request_rates",
+                f"sweeps the rate at one concurrency cap, but concurrency lists {len(caps)} values "
+                f"({caps}): give one, the most requests in flight at every rate",
+            ))
+    # bench_serving 0.5.17's only arrival process is Poisson (--request-rate, exponential gaps): it
+    # has no --burstiness, so gamma arrivals (burstiness != 1) cannot go through it, and this project
+    # builds no traffic generator of its own.
+    want(
+        "burstiness",
+        lambda v: as_number(v) == 1.0,
+        "asks for gamma arrivals, which bench_serving of SGLang 0.5.17 cannot send: it has no "
+        "--burstiness (a finite request rate is Poisson, inf is all at once); leave burstiness at 1.0",
     )
     want(
         "confidence",
@@ -240,6 +270,10 @@ def identity_value(name, value):
     """A workload setting's value as it takes part in the comparison's identity (hashable)."""
     if value is None:
         value = setting_default(name)
+    if name == "request_rate" and as_number(value) is not None:  # "8" and "8.0" are one rate
+        value = "inf" if math.isinf(as_number(value)) else repr(float(as_number(value)))
+    if name == "request_rates" and isinstance(value, list):
+        value = [float(as_number(r)) if as_number(r) is not None else r for r in value]
     kind = WORKLOAD_OPTIONS[name].get("type")
     if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)

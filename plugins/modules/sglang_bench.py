@@ -297,6 +297,7 @@ from ansible.module_utils.sglang_bench_points import (
     plan_points,
     point_extras,
     point_from_result,
+    point_tags,
     point_warmup_requests,
     read_new_results,
     read_standby,
@@ -370,6 +371,7 @@ def _parse(module, specs):
             continue
         point = point_from_result(results[-1], spec["concurrency"], spec["repeat"], spec["num_prompts"])
         point["output_file"] = spec["output_file"]
+        point.update(point_tags(spec))
         points.append(point)
     if missing:
         module.fail_json(
@@ -458,6 +460,7 @@ def _interrupted(module, exc, specs, offsets, gate):
         if results:
             point = point_from_result(results[-1], spec["concurrency"], spec["repeat"], spec["num_prompts"])
             point["output_file"] = spec["output_file"]
+            point.update(point_tags(spec))
             done.append(point)
     name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
     warmed = gate is None or gate.summary is not None
@@ -511,6 +514,8 @@ def main():
         floor=None if p["num_prompts"] else rule.get("floor"),
         min_requests=measurement.get("min_requests") or 0,
         groups=workload.get("gsp_num_groups"),
+        rates=workload.get("request_rates"),
+        min_duration_s=measurement.get("min_duration_s") or 0,
     )
     for spec in specs:
         spec.update(point_extras(workload, p["address"], p["port"]))
@@ -532,7 +537,7 @@ def main():
                 num_prompts=spec["num_prompts"],
                 output_file=spec["output_file"],
                 tokenizer=p["tokenizer"],
-                request_rate=workload["request_rate"],
+                request_rate=spec.get("request_rate", workload["request_rate"]),
                 model=p["model"],
                 served_model_name=p["served_model_name"],
                 output_details=p["output_details"],

@@ -428,7 +428,7 @@ PROBE_DETAIL_KEYS = ("concurrency", "request_rate", "num_prompts", "status", "ou
 RECORD_UUID_NAMESPACE = uuid.UUID("6f6a3a52-6c0b-4c1e-9a53-736c6f736561")
 # Workload settings left out of a search's recorded workload: those it does not use, and the
 # request rate (its C(fixed) when held, else the dimension searched).
-UNUSED_SETTINGS = ("concurrency", "repeats", "confidence", "warmup", "request_rate")
+UNUSED_SETTINGS = ("concurrency", "repeats", "confidence", "warmup", "request_rate", "request_rates")
 
 
 def _fail(module, message, **extra):
