@@ -32,7 +32,8 @@
 #      root cause's own traceback (from its "Traceback (most recent call last)" header, else the
 #      EXITED_WINDOW lines above it, to the root-cause line): a frame of the scheduler process
 #      (managers/scheduler.py, the model worker, "sglang::scheduler_TP0") says WHICH process died,
-#      and the class is that process's crash (`scheduler_exception`) with the same root cause.
+#      and the class is that process's crash (`scheduler_exception`) with the same root cause;
+#      for a "Fatal Python error" root cause, faulthandler's thread dump BELOW it is searched too.
 #      `exited` entries never match a live process's log (match_line skips them), so they cannot
 #      flag a healthy server whose request errors print the same frames.
 
@@ -57,6 +58,13 @@ DEFAULT_BURST_BEFORE = 40
 EXITED_WINDOW = 80
 TRACEBACK_WINDOW = 300
 TRACEBACK_HEADER_RE = re.compile(r"Traceback \(most recent call last\)")
+# Rule 7: Python's faulthandler prints "Fatal Python error: <signal>" and THEN the dead process's
+# frames ("Thread 0x... (most recent call first):", '  File "...", line N in f', "Extension
+# modules: ..."): for such a root cause the dump below it is the process's own traceback.
+FATAL_PYTHON_RE = re.compile(r"Fatal Python error")
+FAULTHANDLER_LINE_RE = re.compile(
+    r"^(?:$|(?:Thread|Current thread) 0x[0-9a-f]+|File \".*\", line [0-9]+ in |Extension modules:|<no Python frame>)"
+)
 STOPPED_OUTCOME = "stopped"
 # classify_outcome's answers
 OUTCOME_CRASHED = "crashed"
@@ -479,14 +487,21 @@ def exited_match(catalog, lines, position):
     """Rule 7: the first (position, entry) of an `exited` catalog entry in the traceback that
     leads to the root-cause line at ``position`` (from the nearest "Traceback (most recent call
     last)" header at most TRACEBACK_WINDOW lines above it, else from EXITED_WINDOW lines above
-    it), or None."""
+    it), and, for a "Fatal Python error" root cause, in the faulthandler dump that follows it
+    (the dead process's thread stacks), or None."""
     low = max(0, position - EXITED_WINDOW)
     for above in range(position, max(-1, position - TRACEBACK_WINDOW), -1):
         if TRACEBACK_HEADER_RE.search(lines[above]):
             low = above
             break
+    high = position + 1
+    if FATAL_PYTHON_RE.search(lines[position]):
+        while high < len(lines) and high - position <= TRACEBACK_WINDOW:
+            if not FAULTHANDLER_LINE_RE.match(_strip_prefixes(lines[high])):
+                break
+            high += 1
     entries = [entry for entry in catalog if entry.get("exited")]
-    for line_position in range(low, position + 1):
+    for line_position in range(low, high):
         for entry in entries:
             if entry["pattern"].search(lines[line_position]):
                 return line_position, entry

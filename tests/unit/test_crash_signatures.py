@@ -327,6 +327,13 @@ SINGLE_LINES = [
      "../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [4,0,0] Assertion "
      '`-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.',
      "https://github.com/sgl-project/sglang/issues/271"),
+    # Studied after cohort 5's first score and moved to fit (docs/crash-corpus.md)
+    ("cuda_graph_capture_failed",
+     "4. disable cuda graph by --disable-cuda-graph. (Not recommonded. Huge perf loss)",
+     "https://github.com/sgl-project/sglang/issues/6218"),
+    ("scheduler_exception",
+     "[23:17:08 TP4] Exception in run_tp_server:",
+     "https://github.com/sgl-project/sglang/issues/1479"),
 ]
 
 
@@ -934,6 +941,9 @@ def _corpus_lines(relative):
         ("scheduler_exception/i9652-expert-distribution-notimplemented.log", "NotImplementedError"),
         # C++ frames of the process "sglang::scheduler_TP0", then "Fatal Python error: Aborted"
         ("scheduler_exception/i13016-v055-custom-allreduce-fatal-abort.log", "Fatal Python error: Aborted"),
+        # "Fatal Python error: Aborted", then faulthandler's dump with the scheduler's watchdog_thread
+        # BELOW it (fit since it was studied after cohort 5's first score)
+        ("scheduler_exception/i4673-dp16-fatal-abort-watchdog-thread-dump.log", "Fatal Python error: Aborted"),
     ],
 )
 def test_a_dead_scheduler_with_no_signature_is_a_scheduler_crash_not_a_fallback(catalog, relative, root_cause):
@@ -974,3 +984,14 @@ def test_an_exited_entry_must_be_fatal():
     entry = {"class": "x", "regex": "y", "explanation": "e", "remedy": "r", "fatal": False, "exited": True}
     with pytest.raises(sglang_crash.CatalogError, match="exited"):
         sglang_crash.compile_catalog([entry])
+
+
+def test_only_the_faulthandler_dump_below_a_fatal_error_counts(catalog):
+    # i4673: the scheduler's frames follow "Fatal Python error: Aborted" inside faulthandler's dump;
+    # a line that is not part of a dump ends it, and frames after that belong to something else
+    lines = _corpus_lines("scheduler_exception/i4673-dp16-fatal-abort-watchdog-thread-dump.log")
+    fatal = next(i for i, line in enumerate(lines) if line.startswith("Fatal Python error"))
+    assert sglang_crash.exited_match(catalog, lines, fatal) is not None
+    cut = lines[: fatal + 1] + ["[2025-03-20 10:00:00] INFO:     127.0.0.1:4000 - \"POST /generate HTTP/1.1\" 200 OK"]
+    report = sglang_crash.classify_outcome(catalog, cut + lines[fatal + 1 :], exited=True)["report"]
+    assert report["crash_class"] == "unclassified_crash" and report["root_cause_line"] == "Fatal Python error: Aborted"
