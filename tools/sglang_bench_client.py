@@ -84,7 +84,7 @@ the import), ``start`` and ``end`` (per point: ``index``, ``id``, ``pid``,
 and ``done``. A point that raises, exits or times out does not stop the
 others unless ``stop_on_failure`` is true; then the plan stops after the
 first point that is not ok: no new result line, a non-zero exit, a timeout,
-or ``completed`` != ``num_prompts`` (the same rule as the ledger's point
+or ``completed`` != ``num_prompts`` (x ``--gsp-num-turns``: the same rule as the ledger's point
 status; the failure class is decided by the caller from the log, in
 plugins/module_utils/sglang_bench_points.py). Exit status: 0 when every point
 ran and was ok, 1 otherwise, 2 for an unusable plan or SGLang install, 3 when
@@ -535,7 +535,8 @@ def resize(point: dict, result: dict):
     completed, duration = result.get("completed"), result.get("duration")
     if not isinstance(completed, (int, float)) or not isinstance(duration, (int, float)) or completed <= 0:
         return None
-    if int(completed) != int(point["num_prompts"]) or duration <= 0:
+    turns = _gsp_turns(point.get("argv") or [])
+    if int(completed) != int(point["num_prompts"]) * turns or duration <= 0:
         return None
     need_requests = int(window.get("min_requests") or 0)
     need_seconds = float(window.get("min_duration_s") or 0)
@@ -543,6 +544,8 @@ def resize(point: dict, result: dict):
         return None
     wanted = max(need_requests, math.ceil(1.2 * need_seconds * completed / duration))
     wanted = min(wanted, int(window.get("max_prompts") or wanted))
+    # A multi-turn point's requests are its conversations x turns: size the conversations.
+    wanted = -(-wanted // turns)
     groups = _gsp_groups(point.get("argv") or [])
     if groups:  # generated-shared-prefix sends whole groups (sglang_bench_points.shared_prefix_prompts)
         wanted = -(-wanted // groups) * groups
@@ -554,6 +557,13 @@ def _gsp_groups(argv: list):
     if "--gsp-num-groups" not in argv:
         return None
     return int(argv[argv.index("--gsp-num-groups") + 1])
+
+
+def _gsp_turns(argv: list) -> int:
+    """--gsp-num-turns of a multi-turn point's argv (bench_serving counts each turn as a request), else 1."""
+    if "--gsp-num-turns" not in argv:
+        return 1
+    return max(1, int(argv[argv.index("--gsp-num-turns") + 1]))
 
 
 def with_prompts(argv: list, prompts: int) -> list:
@@ -668,7 +678,7 @@ def run_once(code, module, point: dict, settle=None) -> dict:
         and not timed_out
         and result is not None
         and isinstance(completed, (int, float))
-        and int(completed) == int(point["num_prompts"])
+        and int(completed) == int(point["num_prompts"]) * _gsp_turns(point.get("argv") or [])
     )
     return {
         "rc": rc,

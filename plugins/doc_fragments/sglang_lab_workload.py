@@ -176,6 +176,15 @@ options:
       gsp_system_prompt_len:
         description: C(generated-shared-prefix) only - the shared system prompt's tokens (C(--gsp-system-prompt-len)).
         type: int
+      gsp_num_turns:
+        description:
+          - C(generated-shared-prefix) only - the turns of each conversation (C(--gsp-num-turns)).
+            Above 1 every prompt is a conversation of that many questions behind its group's system
+            prompt, each answer sent back in the next turn, through bench_serving's chat backend
+            (C(--backend sglang-oai-chat), the only way SGLang 0.5.17's bench_serving sends them).
+            bench_serving counts each turn as a request, so a point completes num_prompts x turns.
+        type: int
+        default: 1
       goodput_slo:
         description:
           - The latency limits a request must meet to count towards the point's goodput (the share

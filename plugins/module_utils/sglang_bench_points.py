@@ -31,7 +31,12 @@ try:  # Inside AnsiballZ.
         steady_state,
         window_shortfall,
     )
-    from ansible.module_utils.sglang_workload_options import DEFAULT_ATTAINMENT
+    from ansible.module_utils.sglang_workload_options import (
+        BACKEND,
+        DEFAULT_ATTAINMENT,
+        MULTI_TURN_BACKEND,
+        backend_for,
+    )
 except ImportError:  # pytest and tools put module_utils on sys.path.
     from sglang_ledger import POINT_FAILED, POINT_OK, POINT_TOO_SHORT, to_json_safe
     from sglang_point_window import (
@@ -42,7 +47,7 @@ except ImportError:  # pytest and tools put module_utils on sys.path.
         steady_state,
         window_shortfall,
     )
-    from sglang_workload_options import DEFAULT_ATTAINMENT
+    from sglang_workload_options import BACKEND, DEFAULT_ATTAINMENT, MULTI_TURN_BACKEND, backend_for
 
 
 # Result keys copied from a bench_serving JSONL line into a ledger point,
@@ -268,6 +273,8 @@ def client_settings(workload):
         extra_request_body=workload.get("extra_request_body"),
         gsp_num_groups=workload.get("gsp_num_groups"),
         gsp_system_prompt_len=workload.get("gsp_system_prompt_len"),
+        gsp_num_turns=workload.get("gsp_num_turns"),
+        backend=workload.get("backend") or backend_for(workload),
     )
 
 
@@ -305,6 +312,8 @@ def build_client_argv(
     extra_request_body=None,
     gsp_num_groups=None,
     gsp_system_prompt_len=None,
+    gsp_num_turns=None,
+    backend=BACKEND,
 ):
     """Return the full bench_serving command line for one point.
 
@@ -312,10 +321,18 @@ def build_client_argv(
     --random-output-len; sharegpt --sharegpt-output-len (the prompts are the corpus's own);
     generated-shared-prefix --gsp-question-len, --gsp-output-len, --gsp-range-ratio, with
     --gsp-num-groups, --gsp-system-prompt-len and --gsp-prompts-per-group = num_prompts / groups
-    (ValueError when num_prompts is not a multiple of the groups: shared_prefix_prompts)."""
+    (ValueError when num_prompts is not a multiple of the groups: shared_prefix_prompts), and
+    --gsp-num-turns for a multi-turn one, which bench_serving 0.5.17 sends only through its chat
+    backend (``backend`` MULTI_TURN_BACKEND; ValueError otherwise)."""
+    turns = int(gsp_num_turns or 1)
+    if turns > 1 and backend != MULTI_TURN_BACKEND:
+        raise ValueError(
+            f"gsp_num_turns {turns} needs bench_serving's chat backend {MULTI_TURN_BACKEND} (its multi-turn code "
+            f"asserts one), not {backend!r}"
+        )
     argv = list(client_command) + [
         "--backend",
-        "sglang",
+        str(backend),
         "--host",
         str(host),
         "--port",
@@ -356,6 +373,8 @@ def build_client_argv(
             "--gsp-range-ratio",
             str(float(range_ratio)),
         ]
+        if turns > 1:
+            argv += ["--gsp-num-turns", str(turns)]
     argv += [
         "--max-concurrency",
         str(int(concurrency)),
@@ -507,17 +526,25 @@ def server_errors_by_window(log_text, windows):
     return found
 
 
-def point_from_result(result, concurrency, repeat, num_prompts, server_errors=()):
+def point_from_result(result, concurrency, repeat, num_prompts, server_errors=(), turns=1):
     """Build a ledger point from one bench_serving result object.
 
-    The point is "ok" only when ``completed == num_prompts``; otherwise it
-    is "failed" with class incomplete_point and the counts in its message.
+    The point is "ok" only when bench_serving completed every request it was to send:
+    ``num_prompts``, or for a multi-turn point (``turns`` > 1, --gsp-num-turns) num_prompts
+    conversations of ``turns`` requests each, which bench_serving counts one by one (its
+    multi-turn outputs are flattened before calculate_metrics). Otherwise it is "failed" with
+    class incomplete_point and the counts in its message.
     """
+    turns = max(1, int(turns or 1))
     point = {
         "concurrency": int(concurrency),
         "repeat": int(repeat),
         "num_prompts": int(num_prompts),
     }
+    if turns > 1:
+        point["turns"] = turns
+        point["requests"] = int(num_prompts) * turns
+    num_prompts = int(num_prompts) * turns
     for key in METRIC_KEYS:
         point[key] = result.get(key)
     for source, target in RENAMED_KEYS.items():
@@ -1044,6 +1071,7 @@ def measure_point(point, spec, result, end=None):
             point.setdefault("cache", {})["hit_rate"] = block["cache_hit_rate"]
         argv = spec.get("argv")
         warmup = int(_argv_value(argv, "--warmup-requests", 1))  # bench_serving's default: 1
+        warmup *= int(_argv_value(argv, "--gsp-num-turns", 1))  # a multi-turn warm-up is a whole conversation
         mismatches = counter_mismatches(result, block, warmup, int(_argv_value(argv, "--random-output-len")))
         if mismatches and point["status"] == POINT_OK:
             point["status"] = POINT_FAILED
@@ -1078,7 +1106,8 @@ def evaluate_point(spec, offset, rc, timed_out, output, timeout_reason=None, ser
     concurrency, repeat, num_prompts = spec["concurrency"], spec["repeat"], spec["num_prompts"]
     results = read_new_results(spec["output_file"], offset)
     if results and not timed_out:
-        point = point_from_result(results[-1], concurrency, repeat, num_prompts, server_errors)
+        turns = int(_argv_value(spec.get("argv"), "--gsp-num-turns", 1))
+        point = point_from_result(results[-1], concurrency, repeat, num_prompts, server_errors, turns)
         if rc != 0 and point["status"] == POINT_OK:
             point["status"] = POINT_FAILED
             point["failure"] = {

@@ -50,6 +50,7 @@ try:  # Inside AnsiballZ.
         DATASETS,
         WORKLOAD_OPTIONS,
         as_number,
+        backend_for,
         setting_default,
         workload_problems,
     )
@@ -58,6 +59,7 @@ except ImportError:  # pytest, the filter plugin and tools put module_utils on s
 
     CACHE_STATES, DATASETS, WORKLOAD_OPTIONS = _w.CACHE_STATES, _w.DATASETS, _w.WORKLOAD_OPTIONS
     as_number, setting_default, workload_problems = _w.as_number, _w.setting_default, _w.workload_problems
+    backend_for = _w.backend_for
 
 # setting -> (override variable, path in data/benchmark.yml)
 OVERRIDES = (
@@ -324,6 +326,9 @@ def resolve_settings(data, overrides=None, settings_file=None, workload=None, na
             cfg[name] = value
     for name, rule in workload_problems(cfg, names=GENERIC_SETTINGS):
         bad(name, rule)
+    # A multi-turn workload goes through bench_serving's chat backend (sglang_workload_options.backend_for);
+    # the record says so.
+    cfg["backend"] = backend_for(cfg)
     if named:
         problems += _named_problems(named, named_settings, raw, source, cfg, label)
         cfg["name"] = named.get("name")

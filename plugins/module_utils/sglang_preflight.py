@@ -152,15 +152,18 @@ def largest_point_prompts(cfg):
 def longest_request(cfg):
     """(prompt tokens, output tokens) of the workload's longest request as bench_serving builds it:
     random and random-ids input_len and output_len (range ratio <= 1 only shortens them);
-    generated-shared-prefix the shared system prompt, the question and output_len; sharegpt
-    (None, output_len): the prompts are the corpus's own, counted only by the tokenizer."""
+    generated-shared-prefix the shared system prompt, the question and output_len, and with
+    gsp_num_turns T the last turn's, which carries every earlier question and answer (bench_serving
+    sends each answer back: system + T x question + (T - 1) x output); sharegpt (None,
+    output_len): the prompts are the corpus's own, counted only by the tokenizer."""
     cfg = cfg or {}
     output = _as_int(cfg.get("output_len")) or 0
     if cfg.get("dataset_name") == "sharegpt":
         return None, output
     prompt = _as_int(cfg.get("input_len")) or 0
     if cfg.get("dataset_name") == "generated-shared-prefix":
-        prompt += _as_int(cfg.get("gsp_system_prompt_len")) or 0
+        turns = max(1, _as_int(cfg.get("gsp_num_turns")) or 1)
+        prompt = (_as_int(cfg.get("gsp_system_prompt_len")) or 0) + turns * prompt + (turns - 1) * output
     return prompt, output
 
 

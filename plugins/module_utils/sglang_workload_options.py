@@ -29,6 +29,17 @@ import math
 # and generated-shared-prefix (groups of prompts behind one shared system prompt each).
 DATASETS = ("random", "random-ids", "sharegpt", "generated-shared-prefix")
 SHARED_PREFIX = "generated-shared-prefix"
+# bench_serving's backend: its native /generate, and for multi-turn conversations (gsp_num_turns > 1)
+# the OpenAI chat endpoint, the one backend of bench_serving 0.5.17's MULTI_TURN_BACKENDS that
+# talks to SGLang (its wrap_multi_turn_request_func asserts a chat backend).
+BACKEND = "sglang"
+MULTI_TURN_BACKEND = "sglang-oai-chat"
+
+
+def backend_for(workload):
+    """The bench_serving backend a workload is sent through: MULTI_TURN_BACKEND for a multi-turn one."""
+    turns = as_number((workload or {}).get("gsp_num_turns"))
+    return MULTI_TURN_BACKEND if turns is not None and turns > 1 else BACKEND
 CACHE_STATES = ("cold", "warm")
 
 MEASUREMENT_OPTIONS = dict(
@@ -78,6 +89,7 @@ WORKLOAD_OPTIONS = dict(
     extra_request_body=dict(type="dict", default={}),
     gsp_num_groups=dict(type="int"),
     gsp_system_prompt_len=dict(type="int"),
+    gsp_num_turns=dict(type="int", default=1),
     goodput_slo=dict(type="dict", options=SLO_OPTIONS),
 )
 
@@ -91,6 +103,7 @@ WORKLOAD_IDENTITY = (
     "extra_request_body",
     "gsp_num_groups",
     "gsp_system_prompt_len",
+    "gsp_num_turns",
     "request_rate",
     "request_rates",
 )
@@ -213,6 +226,18 @@ def workload_problems(workload, names=None):
     )
     for name in ("gsp_num_groups", "gsp_system_prompt_len"):
         want(name, lambda v: _at_least(v, 1), "must be an integer >= 1")
+    # Multi-turn (bench_serving's --gsp-num-turns): each prompt of generated-shared-prefix becomes a
+    # conversation of that many questions behind its group's system prompt, each answer sent back in
+    # the next turn. bench_serving 0.5.17 sends such conversations only through a chat backend
+    # (MULTI_TURN_BACKENDS; the project's then is MULTI_TURN_BACKEND, /v1/chat/completions).
+    want("gsp_num_turns", lambda v: _at_least(v, 1), "must be an integer >= 1")
+    turns = workload.get("gsp_num_turns")
+    if "gsp_num_turns" in names and _at_least(turns, 2) and workload.get("dataset_name") != SHARED_PREFIX:
+        problems.append((
+            "gsp_num_turns",
+            f"is only read by dataset_name {SHARED_PREFIX} (bench_serving's only multi-turn dataset here), "
+            f"not {workload.get('dataset_name')!r}",
+        ))
     if "goodput_slo" in names and workload.get("goodput_slo") is not None:
         problems += [("goodput_slo", rule) for rule in slo_problems(workload["goodput_slo"])]
     # generated-shared-prefix: num_groups groups, each of its own system prompt of
