@@ -185,6 +185,25 @@ options:
             bench_serving counts each turn as a request, so a point completes num_prompts x turns.
         type: int
         default: 1
+      cache_hit_target:
+        description:
+          - The server's prefix-cache hit rate (cached / prompt tokens of C(/metrics) over the point)
+            every point must show, within O(workload.cache_hit_target.margin); outside, the point fails
+            as C(workload_mismatch) (it did not measure the workload it states). Needs
+            C(measurement.server_metrics).
+        type: dict
+        suboptions:
+          rate:
+            description:
+              - A share within [0, 1], or C(expected) for C(generated-shared-prefix) of one turn - the
+                band a cold point can reach at its prompts, groups and concurrency
+                (docs/benchmark.md, "The workload the server saw").
+            type: str
+            required: true
+          margin:
+            description: How far outside the band the hit rate may be, a share within [0, 1).
+            type: float
+            required: true
       goodput_slo:
         description:
           - The latency limits a request must meet to count towards the point's goodput (the share

@@ -24,6 +24,8 @@ import time
 try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_ledger import POINT_FAILED, POINT_OK, POINT_TOO_SHORT, to_json_safe
     from ansible.module_utils.sglang_point_window import (
+        cache_hit_band,
+        cache_mismatch,
         counter_mismatches,
         goodput,
         read_sidecar,
@@ -34,12 +36,15 @@ try:  # Inside AnsiballZ.
     from ansible.module_utils.sglang_workload_options import (
         BACKEND,
         DEFAULT_ATTAINMENT,
+        EXPECTED_HIT_RATE,
         MULTI_TURN_BACKEND,
         backend_for,
     )
 except ImportError:  # pytest and tools put module_utils on sys.path.
     from sglang_ledger import POINT_FAILED, POINT_OK, POINT_TOO_SHORT, to_json_safe
     from sglang_point_window import (
+        cache_hit_band,
+        cache_mismatch,
         counter_mismatches,
         goodput,
         read_sidecar,
@@ -47,7 +52,13 @@ except ImportError:  # pytest and tools put module_utils on sys.path.
         steady_state,
         window_shortfall,
     )
-    from sglang_workload_options import BACKEND, DEFAULT_ATTAINMENT, MULTI_TURN_BACKEND, backend_for
+    from sglang_workload_options import (
+        BACKEND,
+        DEFAULT_ATTAINMENT,
+        EXPECTED_HIT_RATE,
+        MULTI_TURN_BACKEND,
+        backend_for,
+    )
 
 
 # Result keys copied from a bench_serving JSONL line into a ledger point,
@@ -1086,11 +1097,65 @@ def measure_point(point, spec, result, end=None):
             # kept beside the first (on the H100 recording: 651 completed to the client, 0 to the server).
             signals = point["failure"].setdefault("signals", [])
             signals.extend("the server's own counters disagree: " + m for m in mismatches)
+    if spec.get("cache_hit_target"):
+        check_cache_target(point, spec)
     short = window_shortfall(result, spec.get("window"))
     if short:
         point["window"] = dict(spec["window"], shortfall=short)
         if point["status"] == POINT_OK:
             point["status"] = POINT_TOO_SHORT
+    return point
+
+
+def check_cache_target(point, spec):
+    """Check the point's server-side cache hit rate against the workload's ``cache_hit_target`` (the
+    spec's, from point_extras): the band is the target's rate, or for EXPECTED_HIT_RATE what
+    bench_serving's generated-shared-prefix construction lets a cold point reach at its prompts,
+    groups and concurrency (sglang_point_window.cache_hit_band, read from the point's own argv).
+    Keeps ``cache.target`` (``band``, ``margin``, ``checked`` and why not); outside the band by more
+    than the margin an ok or too_short point fails as ``workload_mismatch``. Returns the point."""
+    target = spec["cache_hit_target"]
+    margin = float(target.get("margin") or 0)
+    rate = str(target.get("rate")).strip().lower()
+    entry = {"rate": target.get("rate"), "margin": margin, "checked": False}
+    cache = point.setdefault("cache", {})
+    cache["target"] = entry
+    argv = spec.get("argv") or []
+    if rate == EXPECTED_HIT_RATE:
+        groups = int(_argv_value(argv, "--gsp-num-groups", 0))
+        if not groups or int(_argv_value(argv, "--gsp-num-turns", 1)) > 1:
+            entry["reason"] = "the expected band is computed for generated-shared-prefix of one turn only"
+            return point
+        if not cache.get("flushed"):
+            entry["reason"] = "the cache was not flushed before the point: the expected band assumes a cold start"
+            return point
+        band = cache_hit_band(
+            spec["num_prompts"], groups, int(_argv_value(argv, "--gsp-system-prompt-len")),
+            int(_argv_value(argv, "--gsp-question-len")), spec["concurrency"],
+        )
+    else:
+        band = (float(rate), float(rate))
+    entry["band"] = list(band)
+    hit_rate = cache.get("hit_rate")
+    if not isinstance(hit_rate, (int, float)):
+        entry["reason"] = "no server-side hit rate (the server's /metrics were not read, or counted no prompt)"
+        return point
+    entry["checked"] = True
+    mismatch = cache_mismatch(float(hit_rate), band, margin)
+    entry["mismatch"] = mismatch
+    if mismatch and point["status"] in (POINT_OK, POINT_TOO_SHORT):
+        point["status"] = POINT_FAILED
+        point["failure"] = {
+            "class": "workload_mismatch",
+            "step": "benchmark",
+            "message": (
+                f"{mismatch} at concurrency {int(spec['concurrency'])}: the point did not measure the workload it "
+                "states (cache_hit_target); its numbers are kept, in no verdict"
+            ),
+            "signals": [mismatch],
+        }
+    elif mismatch and isinstance(point.get("failure"), dict):
+        point["failure"].setdefault("signals", []).append(mismatch)
     return point
 
 
@@ -1160,10 +1225,11 @@ def measurement_extras(measurement, host, port):
 def point_extras(workload, host, port):
     """What every planned point of ``workload`` carries beyond bench_serving's arguments: its
     measurement's plan keys (measurement_extras) and, for the point's own evaluation (not the
-    client's plan), the workload's ``goodput_slo``."""
+    client's plan), the workload's ``goodput_slo`` and ``cache_hit_target``."""
     found = measurement_extras((workload or {}).get("measurement") or {}, host, port)
-    if (workload or {}).get("goodput_slo"):
-        found["goodput_slo"] = dict(workload["goodput_slo"])
+    for key in ("goodput_slo", "cache_hit_target"):
+        if (workload or {}).get(key):
+            found[key] = dict(workload[key])
     return found
 
 

@@ -22,6 +22,10 @@ server's own counters (module sglang_bench, through sglang_bench_points.evaluate
   point's requests, and of its output tokens, whose own TTFT, TPOT and end-to-end latency each met
   every limit (``goodput``); a failed request meets none. From the same per-request data as the
   steady state.
+* **The workload the server saw.** A workload that states the prefix-cache hit rate its points must
+  show (``cache_hit_target``) is checked against the server's own counters (cached / prompt tokens
+  over the point): outside the target's band by more than its margin, the point did not measure the
+  workload it says (``workload_mismatch``).
 
 Standard library only: this runs on the target host.
 """
@@ -299,6 +303,40 @@ def goodput(result, requests, slo):
         "missed": missed,
         "failed": sum(1 for row in latencies if not row["ok"]),
     }
+
+
+def cache_hit_band(num_prompts, groups, system_len, question_len, concurrency):
+    """The prefix-cache hit rates a cold generated-shared-prefix point of one turn can show, as
+    ``(low, high)`` shares of prompt tokens, from bench_serving's construction: ``groups`` system
+    prompts of ``system_len`` tokens, each before ``num_prompts / groups`` questions of
+    ``question_len``, sent ``concurrency`` at a time from a flushed cache.
+
+    High: every request but its group's first finds the system prompt cached, (N - G) / N x S / (S + Q).
+    Low: a request finds nothing only when it is its group's first or was sent before any request
+    finished (the first wave of ``concurrency``, which holds at least one group's first), so at most
+    c + G - 1 miss: max(0, N - c - G + 1) / N x S / (S + Q). At concurrency 1 both are the same;
+    at a concurrency near the prompts the low end is 0 (every request in flight before any prefill
+    ended). Token counts are bench_serving's nominal lengths: the server counts what it tokenized."""
+    n, g, c = int(num_prompts), int(groups), int(concurrency)
+    if n < 1 or g < 1 or c < 1:
+        raise ValueError(f"prompts, groups and concurrency must be >= 1, got {n}, {g}, {c}")
+    share = float(system_len) / float(system_len + question_len)
+    high = max(0, n - g) / n * share
+    low = max(0, n - c - g + 1) / n * share
+    return round(min(low, high), 4), round(high, 4)
+
+
+def cache_mismatch(hit_rate, band, margin):
+    """Why a point's server-side hit rate is not the workload's (a sentence), or None: below the
+    band's low end or above its high end by more than ``margin``."""
+    low, high = band
+    if hit_rate < low - margin:
+        return (f"the server found {hit_rate:.1%} of the prompt tokens cached, below the workload's "
+                f"{low:.1%}-{high:.1%} by more than its margin {margin:g}")
+    if hit_rate > high + margin:
+        return (f"the server found {hit_rate:.1%} of the prompt tokens cached, above the workload's "
+                f"{low:.1%}-{high:.1%} by more than its margin {margin:g}")
+    return None
 
 
 def window_shortfall(result, window):

@@ -65,6 +65,15 @@ SLO_OPTIONS = dict(
     attainment=dict(type="float", default=DEFAULT_ATTAINMENT),
 )
 
+# The server's prefix-cache hit rate a point must show (sglang_point_window.cache_hit_band): ``rate``
+# a share, or EXPECTED_HIT_RATE for generated-shared-prefix (what bench_serving's construction lets a
+# cold point reach at its concurrency), within ``margin``; outside it the point is workload_mismatch.
+EXPECTED_HIT_RATE = "expected"
+CACHE_TARGET_OPTIONS = dict(
+    rate=dict(type="str", required=True),
+    margin=dict(type="float", required=True),
+)
+
 # The settings of a workload, the ledger record's ``workload`` keys, each with its type and default.
 WORKLOAD_OPTIONS = dict(
     settings_file=dict(type="str"),
@@ -91,6 +100,7 @@ WORKLOAD_OPTIONS = dict(
     gsp_system_prompt_len=dict(type="int"),
     gsp_num_turns=dict(type="int", default=1),
     goodput_slo=dict(type="dict", options=SLO_OPTIONS),
+    cache_hit_target=dict(type="dict", options=CACHE_TARGET_OPTIONS),
 )
 
 # The settings that say what a request is: two records are compared only when they agree on
@@ -238,6 +248,8 @@ def workload_problems(workload, names=None):
             f"is only read by dataset_name {SHARED_PREFIX} (bench_serving's only multi-turn dataset here), "
             f"not {workload.get('dataset_name')!r}",
         ))
+    if "cache_hit_target" in names and workload.get("cache_hit_target") is not None:
+        problems += [("cache_hit_target", rule) for rule in cache_target_problems(workload)]
     if "goodput_slo" in names and workload.get("goodput_slo") is not None:
         problems += [("goodput_slo", rule) for rule in slo_problems(workload["goodput_slo"])]
     # generated-shared-prefix: num_groups groups, each of its own system prompt of
@@ -252,6 +264,42 @@ def workload_problems(workload, names=None):
         elif workload.get(name) is not None:
             dataset = workload.get("dataset_name")
             problems.append((name, f"is only read by dataset_name {SHARED_PREFIX}, not {dataset!r}"))
+    return problems
+
+
+def cache_target_problems(workload):
+    """What is wrong with a workload's ``cache_hit_target`` (sentences, empty when usable): ``rate`` a
+    share within [0, 1] or EXPECTED_HIT_RATE (generated-shared-prefix of one turn only: the band is
+    computed from its construction), ``margin`` a share within [0, 1), and the server's counters read."""
+    target = workload.get("cache_hit_target")
+    if not isinstance(target, dict):
+        return [f"must be a mapping {{rate, margin}}, got {target!r}"]
+    problems = []
+    unknown = sorted(set(target) - set(CACHE_TARGET_OPTIONS))
+    if unknown:
+        problems.append(f"has unknown key(s) {', '.join(map(str, unknown))}; the keys are rate and margin")
+    rate = target.get("rate")
+    if str(rate).strip().lower() == EXPECTED_HIT_RATE:
+        turns = as_number(workload.get("gsp_num_turns")) or 1
+        if workload.get("dataset_name") != SHARED_PREFIX or turns > 1:
+            problems.append(
+                f"rate {EXPECTED_HIT_RATE!r} is computed for {SHARED_PREFIX} of one turn only; give this "
+                "workload a number (the share of prompt tokens the server should find cached)"
+            )
+    elif as_number(rate) is None or not 0 <= as_number(rate) <= 1:
+        problems.append(f"rate = {rate!r}: must be a share within [0, 1] or {EXPECTED_HIT_RATE!r}")
+    margin = as_number(target.get("margin"))
+    if margin is None or not 0 <= margin < 1:
+        problems.append(f"margin = {target.get('margin')!r}: must be a share within [0, 1), such as 0.1")
+    measurement = workload.get("measurement")
+    if str(rate).strip().lower() == EXPECTED_HIT_RATE and isinstance(measurement, dict) \
+            and measurement.get("cache") == "warm":
+        problems.append(f"rate {EXPECTED_HIT_RATE!r} is what a point from a flushed cache can reach: set "
+                        "measurement.cache cold (sglang_bench_cache)")
+    if isinstance(measurement, dict) and measurement.get("server_metrics") is False:
+        problems.append(
+            "needs the server's own counters: set measurement.server_metrics true (sglang_bench_server_metrics)"
+        )
     return problems
 
 
