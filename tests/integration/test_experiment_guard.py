@@ -144,7 +144,8 @@ def test_the_patches_step_without_flashinfer_is_refused_before_the_stop(lab, bas
 def test_a_workload_name_not_in_the_catalogue_is_refused_with_the_names(lab, baseline):
     _, message = refused(lab, tier="baseline", workload="sharegpt")
     assert "workload 'sharegpt' is not in" in message and "data/workloads.yml" in message
-    assert "the workloads there: chat-corpus, generated-shared-prefix, long-context, seeds-random" in message
+    assert ("the workloads there: chat-corpus, generated-shared-prefix, long-context, multi-turn-shared-prefix, "
+            "poisson-random, rate-sweep-random, seeds-random") in message
 
 
 def test_a_workload_longer_than_the_launchs_context_length_is_refused_with_the_numbers(lab, baseline):
