@@ -125,7 +125,72 @@ def sha256_json(value):
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
-def check_campaign(data, schema, known_tiers, source="the campaign file", runnable_tiers=None):
+# The workload catalogue a campaign workload may name (data/workloads.yml, beside data/benchmark.yml),
+# found from this file on the controller (check_campaign runs there only).
+CATALOGUE_FILES = ("data/workloads.yml", "data/workloads.schema.json", "data/benchmark.yml")
+
+
+def load_catalogue(root=None):
+    """The workload catalogue's checked entries by name (sglang_workload_catalogue.check_catalogue over
+    data/benchmark.yml), read from the repository this file lives in (or ``root``); None when the
+    files are not there. Raises CampaignError with the catalogue's own problems."""
+    import os
+
+    import yaml
+
+    try:  # Inside AnsiballZ (never called there: the controller's check only).
+        from ansible.module_utils.sglang_workload_catalogue import CatalogueError, check_catalogue
+    except ImportError:
+        from sglang_workload_catalogue import CatalogueError, check_catalogue
+
+    root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = [os.path.join(root, name) for name in CATALOGUE_FILES]
+    if not all(os.path.exists(path) for path in paths):
+        return None
+    with open(paths[0], encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    with open(paths[1], encoding="utf-8") as handle:
+        schema = json.load(handle)
+    with open(paths[2], encoding="utf-8") as handle:
+        bench = yaml.safe_load(handle)
+    try:
+        return check_catalogue(data, schema, bench, source=paths[0])
+    except CatalogueError as exc:
+        raise CampaignError(exc.problems) from None
+
+
+def catalogue_workloads(campaign, catalogue, source="the campaign file"):
+    """Expand the campaign's workloads that name a catalogue entry (``{name: generated-shared-prefix}``):
+    the entry's settings, under the campaign workload's own ``settings`` (which win, as a campaign
+    file says exactly what its cells measure), and ``catalogue: <name>``. Returns the problems: a
+    setting the entry ``needs`` that the campaign's settings do not give (the inventory cannot
+    supply it: nothing outside the file may change a cell), or a dataset_name other than the
+    entry's (the workload would silently become another one)."""
+    problems = []
+    for workload in campaign["workloads"]:
+        entry = (catalogue or {}).get(workload["name"])
+        if entry is None:
+            continue
+        own = workload.get("settings") or {}
+        wanted = entry["settings"].get("dataset_name")
+        if own.get("dataset_name") not in (None, wanted):
+            problems.append(
+                f"{source}: workload {workload['name']!r} is the catalogue's (data/workloads.yml), which sends "
+                f"bench_serving's {wanted} dataset, but its settings name {own['dataset_name']!r}: rename the "
+                "workload, or drop dataset_name"
+            )
+        for name in entry.get("needs") or []:
+            if own.get(name) in (None, "", [], {}):
+                problems.append(
+                    f"{source}: workload {workload['name']!r} is the catalogue's, which needs {name}: give it in "
+                    "the workload's settings (a campaign file says what its cells measure)"
+                )
+        workload["settings"] = {**copy.deepcopy(entry["settings"]), **own}
+        workload["catalogue"] = workload["name"]
+    return problems
+
+
+def check_campaign(data, schema, known_tiers, source="the campaign file", runnable_tiers=None, catalogue=None):
     """The normalized campaign (DEFAULTS filled in), or CampaignError naming every problem.
 
     ``known_tiers`` is the set of tier ids that exist (data/tiers.yml and the host's extra tiers
@@ -135,6 +200,9 @@ def check_campaign(data, schema, known_tiers, source="the campaign file", runnab
     A tier that is not runnable is moved from ``tiers`` to ``not_runnable``: the report lists it
     as such, and no cell is planned for it. Whether each runnable tier passes its checks is for
     the per-tier validation that follows.
+    A workload named after an entry of the workload catalogue (``catalogue``: its checked entries by
+    name; default: data/workloads.yml, load_catalogue) takes the entry's settings under its own
+    (catalogue_workloads).
     """
     if not isinstance(data, dict):
         raise CampaignError([f"{source} must be a mapping with name and tiers, got {type(data).__name__}"])
@@ -145,6 +213,9 @@ def check_campaign(data, schema, known_tiers, source="the campaign file", runnab
     campaign.update(copy.deepcopy(data))
     for workload in campaign["workloads"]:
         workload.setdefault("settings", {})
+    if catalogue is None:
+        catalogue = load_catalogue()
+    problems += catalogue_workloads(campaign, catalogue, source)
     campaign["calibration"] = {**CALIBRATION_DEFAULTS, **(campaign.get("calibration") or {})}
     campaign["quality"] = {**QUALITY_DEFAULTS, **(campaign.get("quality") or {})}
     if campaign["quality"]["rule"] and not campaign["quality"]["enabled"]:
