@@ -21,7 +21,7 @@ import os
 import re
 
 try:  # Inside AnsiballZ.
-    from ansible.module_utils.sglang_bench_points import num_prompts_for, shared_prefix_prompts
+    from ansible.module_utils.sglang_bench_points import num_prompts_for, rate_prompts, shared_prefix_prompts
     from ansible.module_utils.sglang_ledger import ledger_file_mode
     from ansible.module_utils.sglang_process import (
         KILL_PATTERNS,
@@ -32,7 +32,7 @@ try:  # Inside AnsiballZ.
         session_processes,
     )
 except ImportError:  # pytest puts module_utils on sys.path.
-    from sglang_bench_points import num_prompts_for, shared_prefix_prompts
+    from sglang_bench_points import num_prompts_for, rate_prompts, shared_prefix_prompts
     from sglang_ledger import ledger_file_mode
     from sglang_process import (
         KILL_PATTERNS,
@@ -135,8 +135,8 @@ def dataset_problems(dataset_path, exists=os.path.exists, generated=None):
 
 
 def largest_point_prompts(cfg):
-    """The prompts the largest planned point sends: max(multiplier x concurrency, floor), at least the
-    window's min_requests, in whole groups for generated-shared-prefix (sglang_bench_points.plan_points'
+    """The prompts the largest planned point sends: max(multiplier x concurrency, floor) (a request-rate
+    sweep: rate_prompts at its highest rate), at least the window's min_requests, in whole groups for generated-shared-prefix (sglang_bench_points.plan_points'
     rule, through its own functions; a point re-sized to its window may ask for more, up to
     measurement.max_prompts)."""
     cfg = cfg or {}
@@ -144,8 +144,13 @@ def largest_point_prompts(cfg):
     concurrency = cfg.get("concurrency") or []
     if not concurrency or not rule.get("multiplier") or not rule.get("floor"):
         return None
-    prompts = num_prompts_for(max(concurrency), rule["multiplier"], rule["floor"])
-    prompts = max(prompts, int((cfg.get("measurement") or {}).get("min_requests") or 0))
+    measurement = cfg.get("measurement") or {}
+    if cfg.get("request_rates"):  # a request-rate sweep: the window's arrivals at its highest rate
+        prompts = rate_prompts(max(float(r) for r in cfg["request_rates"]), rule["floor"],
+                               measurement.get("min_duration_s"))
+    else:
+        prompts = num_prompts_for(max(concurrency), rule["multiplier"], rule["floor"])
+    prompts = max(prompts, int(measurement.get("min_requests") or 0))
     return shared_prefix_prompts(prompts, cfg.get("gsp_num_groups"))
 
 

@@ -176,3 +176,14 @@ def test_the_campaign_statistics_summarize_a_sweep_per_rate():
     assert arm["concurrencies"] == [0.25, 1.0]
     assert arm["points"][1.0]["output_throughput"]["median"] == pytest.approx(150.5)
     assert set(arm["comparison"]) == {0.25, 1.0}
+
+
+def test_the_preflight_sizes_a_sweeps_largest_point_by_its_highest_rate():
+    import sglang_preflight as pf
+
+    cfg = resolve("rate-sweep-random")
+    window = cfg["measurement"]
+    largest = max(s["num_prompts"] for s in plan(cfg))
+    assert pf.largest_point_prompts(cfg) == largest
+    assert largest == max(cfg["num_prompts"]["floor"], window["min_requests"],
+                          bp.rate_prompts(max(cfg["request_rates"]), 1, window["min_duration_s"]))
