@@ -136,9 +136,9 @@ def dataset_problems(dataset_path, exists=os.path.exists, generated=None):
 
 def largest_point_prompts(cfg):
     """The prompts the largest planned point sends: max(multiplier x concurrency, floor) (a request-rate
-    sweep: rate_prompts at its highest rate), at least the window's min_requests, in whole groups for generated-shared-prefix (sglang_bench_points.plan_points'
-    rule, through its own functions; a point re-sized to its window may ask for more, up to
-    measurement.max_prompts)."""
+    sweep: rate_prompts at its highest rate), at least the window's min_requests, in whole groups for
+    generated-shared-prefix (sglang_bench_points.plan_points' rule, through its own functions; a point
+    re-sized to its window may ask for more, up to measurement.max_prompts)."""
     cfg = cfg or {}
     rule = cfg.get("num_prompts") or {}
     concurrency = cfg.get("concurrency") or []
