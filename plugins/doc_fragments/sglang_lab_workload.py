@@ -198,7 +198,7 @@ options:
               - A share within [0, 1], or C(expected) for C(generated-shared-prefix) of one turn - the
                 band a cold point can reach at its prompts, groups and concurrency
                 (docs/benchmark.md, "The workload the server saw").
-            type: str
+            type: raw
             required: true
           margin:
             description: How far outside the band the hit rate may be, a share within [0, 1).

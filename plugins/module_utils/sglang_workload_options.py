@@ -70,7 +70,7 @@ SLO_OPTIONS = dict(
 # cold point reach at its concurrency), within ``margin``; outside it the point is workload_mismatch.
 EXPECTED_HIT_RATE = "expected"
 CACHE_TARGET_OPTIONS = dict(
-    rate=dict(type="str", required=True),
+    rate=dict(type="raw", required=True),
     margin=dict(type="float", required=True),
 )
 
