@@ -28,6 +28,7 @@ try:  # Inside AnsiballZ.
         cache_mismatch,
         counter_mismatches,
         goodput,
+        length_distribution,
         read_sidecar,
         server_metrics,
         steady_state,
@@ -47,6 +48,7 @@ except ImportError:  # pytest and tools put module_utils on sys.path.
         cache_mismatch,
         counter_mismatches,
         goodput,
+        length_distribution,
         read_sidecar,
         server_metrics,
         steady_state,
@@ -1075,6 +1077,11 @@ def measure_point(point, spec, result, end=None):
         point["steady_state"] = steady
     if spec.get("goodput_slo"):
         apply_goodput(point, goodput(result, requests, spec["goodput_slo"]), spec["goodput_slo"])
+    if _argv_value(spec.get("argv"), "--dataset-name", None) == "sharegpt":
+        # A corpus point: the lengths it really sent are the corpus's, not a setting's.
+        lengths = length_distribution(result)
+        if lengths:
+            point["lengths"] = lengths
     if spec.get("metrics"):
         block = server_metrics(read_sidecar(output_file + ".metrics.json"), result.get("duration"))
         point["server_metrics"] = block

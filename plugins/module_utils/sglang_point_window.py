@@ -305,6 +305,36 @@ def goodput(result, requests, slo):
     }
 
 
+def _distribution(values):
+    """``{n, min, mean, median, p90, max}`` of a list of token counts (the whole population a point sent,
+    nearest-rank quantiles), None for none."""
+    values = sorted(int(v) for v in values)
+    if not values:
+        return None
+
+    def rank(q):
+        return values[max(0, math.ceil(q * len(values)) - 1)]
+
+    return {"n": len(values), "min": values[0], "mean": round(sum(values) / len(values), 3),
+            "median": rank(0.5), "p90": rank(0.9), "max": values[-1]}
+
+
+def length_distribution(result):
+    """The prompt and output lengths a point really sent and received, from bench_serving's
+    ``--output-details`` line (``input_lens``: its tokenizer's count of each prompt; ``output_lens``),
+    over the requests that succeeded: ``{"input": ..., "output": ...}`` (_distribution), or None
+    without the details. A corpus (sharegpt) point records it: its prompts are the corpus's own."""
+    inputs, outputs = result.get("input_lens"), result.get("output_lens")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        return None
+    errors = result.get("errors") if isinstance(result.get("errors"), list) else []
+    ok = [i for i in range(len(inputs)) if not (i < len(errors) and errors[i])
+          and isinstance(inputs[i], (int, float)) and isinstance(outputs[i], (int, float))]
+    if not ok:
+        return None
+    return {"input": _distribution(inputs[i] for i in ok), "output": _distribution(outputs[i] for i in ok)}
+
+
 def cache_hit_band(num_prompts, groups, system_len, question_len, concurrency):
     """The prefix-cache hit rates a cold generated-shared-prefix point of one turn can show, as
     ``(low, high)`` shares of prompt tokens, from bench_serving's construction: ``groups`` system

@@ -240,3 +240,31 @@ def test_the_slo_search_takes_goodput_as_a_lower_bound():
     assert slo.probe_min_requests(only, {"goodput_slo": strict}) == points.goodput_min_samples(strict)
     met, _checks = slo.evaluate(only, {"goodput_request_share": 0.95})
     assert met and not slo.evaluate(only, {"goodput_request_share": 0.85})[0]
+
+
+# --- A corpus point records the lengths it really sent (issue 27 item 3) ----------------------------
+
+def test_a_corpus_point_records_the_lengths_it_sent_and_received(tmp_path):
+    result = dict(real_result())
+    result["input_lens"] = [17, 3, 250, 40] * (len(result["output_lens"]) // 4)
+    output = tmp_path / "c16_r0.jsonl"
+    output.write_text(json.dumps(result) + "\n")
+    spec = {"output_file": str(output), "concurrency": 16, "repeat": 0, "num_prompts": result["completed"],
+            "argv": ["--dataset-name", "sharegpt", "--sharegpt-output-len", "32"]}
+    lengths = points.evaluate_point(spec, 0, 0, False, "")["lengths"]
+    inputs = sorted(result["input_lens"])
+    assert lengths["input"]["n"] == len(inputs) == result["completed"]
+    assert (lengths["input"]["min"], lengths["input"]["max"]) == (inputs[0], inputs[-1])
+    assert lengths["input"]["median"] == inputs[math.ceil(0.5 * len(inputs)) - 1]
+    assert lengths["input"]["p90"] == inputs[math.ceil(0.9 * len(inputs)) - 1]
+    assert lengths["output"]["mean"] == pytest.approx(sum(result["output_lens"]) / len(result["output_lens"]))
+    # Only a corpus point: a random point's lengths are its settings.
+    random = dict(spec, argv=["--dataset-name", "random"])
+    assert "lengths" not in points.evaluate_point(random, 0, 0, False, "")
+
+
+def test_failed_requests_are_not_in_the_lengths():
+    result = {"input_lens": [10, 20, 30], "output_lens": [5, 0, 7], "errors": ["", "boom", ""]}
+    lengths = window.length_distribution(result)
+    assert lengths["input"]["n"] == 2 and lengths["input"]["max"] == 30 and lengths["output"]["min"] == 5
+    assert window.length_distribution({"input_lens": [1]}) is None
