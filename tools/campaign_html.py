@@ -621,6 +621,32 @@ def latency_table(part: dict, order: list[str], records: Records, synthetic: boo
     )
 
 
+def goodput_html(where: str, part: dict, order: list[str], synthetic: bool) -> str:
+    """The campaign report's goodput table (tools/campaign_report.py goodput_section) as HTML: per arm and
+    concurrency the share of requests and of output tokens that met every limit of the workload's
+    goodput_slo; empty for a workload without one."""
+    arms = part["arms"]
+    names = text.arm_order(list(arms), arms, order)
+    lines = text.goodput_section(arms, names, where, "", synthetic)
+    if not lines:
+        return ""
+    rows = [
+        [f"`{name}`", (str(c), "num"), *((text.fmt_summary(arms[name]["points"][c][m], 3), "num")
+                                          for m in stats.GOODPUT_METRICS)]
+        for name in names
+        for c in arms[name]["concurrencies"]
+    ]
+    return f"<h3>Goodput: {md_inline(where)}</h3>" + table(
+        ["Arm", "Concurrency", *(text.METRIC_LABELS[m] for m in stats.GOODPUT_METRICS)],
+        rows,
+        synthetic,
+        caption="The share of a cell's requests, and of its output tokens, whose own TTFT, TPOT and end-to-end "
+        "latency met every limit of the workload's goodput_slo (a failed request meets none): the median over "
+        "the repeats with its interval; n/a (n=..) where a cell had fewer requests than its attainment needs. "
+        "Descriptive: no verdict.",
+    )
+
+
 def failure_section(where: str, part: dict, records: Records, synthetic: bool, catalog: list | None) -> str:
     rows = []
     for arm in part["arms"].values():
@@ -788,6 +814,9 @@ def build_html(
             body.append(figure_html(latency_figure(plain, part, order, joined, host_synthetic), f"latency-{charts}"))
             charts += 1
             body.append(latency_table(part, order, joined, host_synthetic))
+            goodput = goodput_html(where, part, order, host_synthetic)
+            if goodput:
+                body.append(goodput)
             body.append(failure_section(where, part, joined, host_synthetic, catalog))
             body.append(provenance_section(where, part, joined, host_synthetic, order))
     if analysis["pending"]:

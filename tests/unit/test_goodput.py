@@ -209,6 +209,10 @@ def test_the_reports_carry_goodput(tmp_path):
     assert part["arms"]["t"]["points"][16]["goodput_token_share"]["n"] == 1  # the other cell withheld
     text = "\n".join(workload_sections("h", "w", part, False, ["baseline", "t"], {"confidence": 0.95}))
     assert "### Goodput: `h`, workload `w`" in text
+    from campaign_html import goodput_html
+
+    page = goodput_html("`h`", part, ["baseline", "t"], False)
+    assert page.startswith("<h3>Goodput: ") and "0.950 [0.950–0.950] n=2" in page and page.count("<tr>") == 3
     assert "| baseline | 16 | 0.950 [0.950–0.950] n=2 | 0.970 [0.970–0.970] n=2 |" in text
     values = {"goodput_request_share": stats.summarize([]), "goodput_token_share": stats.summarize([])}
     values["goodput_token_share"]["withheld"] = {"n": 8, "min_n": 10}
@@ -216,6 +220,7 @@ def test_the_reports_carry_goodput(tmp_path):
     assert "| t | 16 | — | n/a (n=8) |" in goodput_section(arms, ["t"], "`h`", "95%", False)
     empty = {"t": {"points": {16: {m: stats.summarize([]) for m in stats.GOODPUT_METRICS}}, "concurrencies": [16]}}
     assert goodput_section(empty, ["t"], "`h`", "95%", False) == []
+    assert goodput_html("`h`", {"arms": empty}, ["t"], False) == ""
     assert set(stats.GOODPUT_METRICS) <= set(stats.SUMMARY_METRICS)
 
 
