@@ -120,7 +120,10 @@ def test_the_baseline_succeeded_and_tiny_nomem_failed_at_start_up_as_its_tier_ex
     baseline, nomem = found
     assert baseline["status"] == "success" and baseline["failure"] is None
     assert [p["concurrency"] for p in baseline["points"]] == baseline["workload"]["concurrency"]
-    assert all(p["status"] == "ok" and p["completed"] == p["num_prompts"] for p in baseline["points"])
+    # Every request completed; since the measurement window (issue 23) a point that ran under the
+    # inventory's 5 s is kept as too_short (recorded, in no verdict) with its shortfall said.
+    assert all(p["status"] in ("ok", "too_short") and p["completed"] == p["num_prompts"] for p in baseline["points"])
+    assert all(p["window"]["shortfall"] for p in baseline["points"] if p["status"] == "too_short")
     done = client_events(REC, baseline)[-1]
     assert done["event"] == "done" and done["ran"] == len(baseline["points"]) and done["stopped"] is False
 
@@ -257,4 +260,10 @@ def test_the_verified_stops_replayed_stop_the_same_processes_within_a_second():
         (main,) = [e["pid"] for e in entries if "sglang.launch_server" in e["cmdline"]]
         assert replayed[main]["outcome"] == "killed" and replayed[main].get("after_workers") is True
         assert timings["total_s"] <= took <= 1.0
-    assert ps_rows("ps_after_stop_h.txt") == []
+    # Nothing alive is left. A process SGLang's own tree reparented to PID 1 may stay a zombie where
+    # PID 1 reaps nothing (the device's container): it holds no memory, GPU context or port, and
+    # stop.yml's own warning named it among the zombies it left.
+    zombies = {int(pid) for pid in re.findall(r"\d+", re.search(r"remain as zombies[^:]*: pids ([\d, ]+)",
+                                                                  text("stop_h.out")).group(1))}
+    left = ps_rows("ps_after_stop_h.txt")
+    assert all(row["command"].endswith("<defunct>") and row["pid"] in zombies for row in left), left
