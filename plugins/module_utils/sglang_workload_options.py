@@ -267,17 +267,22 @@ def workload_problems(workload, names=None):
     return problems
 
 
+def _block_problems(block, known, shape, keys):
+    """A workload block that is not a mapping, or has keys not in ``known``: the sentences that say so."""
+    if not isinstance(block, dict):
+        return [f"must be a mapping {shape}, got {block!r}"]
+    unknown = sorted(set(block) - set(known))
+    return [f"has unknown key(s) {', '.join(map(str, unknown))}; the keys are {keys}"] if unknown else []
+
+
 def cache_target_problems(workload):
     """What is wrong with a workload's ``cache_hit_target`` (sentences, empty when usable): ``rate`` a
     share within [0, 1] or EXPECTED_HIT_RATE (generated-shared-prefix of one turn only: the band is
     computed from its construction), ``margin`` a share within [0, 1), and the server's counters read."""
     target = workload.get("cache_hit_target")
+    problems = _block_problems(target, CACHE_TARGET_OPTIONS, "{rate, margin}", "rate and margin")
     if not isinstance(target, dict):
-        return [f"must be a mapping {{rate, margin}}, got {target!r}"]
-    problems = []
-    unknown = sorted(set(target) - set(CACHE_TARGET_OPTIONS))
-    if unknown:
-        problems.append(f"has unknown key(s) {', '.join(map(str, unknown))}; the keys are rate and margin")
+        return problems
     rate = target.get("rate")
     if str(rate).strip().lower() == EXPECTED_HIT_RATE:
         turns = as_number(workload.get("gsp_num_turns")) or 1
@@ -307,12 +312,10 @@ def slo_problems(slo):
     """What is wrong with a workload's ``goodput_slo`` block (a list of sentences, empty when it is usable): a
     mapping of at least one limit of SLO_LIMITS, each a number of ms > 0, and an ``attainment``
     within (0, 1)."""
+    problems = _block_problems(slo, SLO_OPTIONS, f"of limits ({', '.join(SLO_LIMITS)}) and attainment",
+                               ", ".join(SLO_OPTIONS))
     if not isinstance(slo, dict):
-        return [f"must be a mapping of limits ({', '.join(SLO_LIMITS)}) and attainment, got {slo!r}"]
-    problems = []
-    unknown = sorted(set(slo) - set(SLO_OPTIONS))
-    if unknown:
-        problems.append(f"has unknown key(s) {', '.join(map(str, unknown))}; the keys are {', '.join(SLO_OPTIONS)}")
+        return problems
     limits = [name for name in SLO_LIMITS if slo.get(name) is not None]
     if not limits:
         problems.append(f"states no limit: give at least one of {', '.join(SLO_LIMITS)} (ms)")
