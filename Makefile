@@ -133,7 +133,7 @@ perf: $(STAMP) ## Lifecycle latency and per-cycle orchestration overhead vs seed
 # inventory business, not the campaign file's.
 CAMPAIGN_DEMO_FAULTS := {"sglang_campaign_tier_env": {"t01-piecewise-cuda-graph": {"SGLANG_SIM_FAULT": "crash_on_load"}, "t09-torch-compile": {"SGLANG_SIM_NUMERICS": "perturbed"}}}
 
-campaign-demo: $(STAMP) ## A small campaign on the simulator (baseline, t03, crashing t01, t09 with changed outputs x 2 repeats, A/A), resumable, with its report
+campaign-demo: $(STAMP) ## A small campaign on the simulator (baseline, t03, crashing t01, t09 with changed outputs x 2 repeats, A/A, two workloads), resumable, with its report
 	$(VBIN)/ansible-playbook playbooks/campaign.yml -e campaign=data/campaigns/demo.yml -e '$(CAMPAIGN_DEMO_FAULTS)'
 
 fleet-demo: $(STAMP) ## One campaign on two simulator nodes in parallel: calibration, verdicts per host, an SLO search, the report
