@@ -10,7 +10,8 @@
 - experiment (module_utils/sglang_failure.py, shared with module sglang_ledger_append):
   C(sglang_failed_step) names the step of a failed task from its sglang_experiment_<step> tag;
   C(sglang_interrupted_result) gives an interrupted task's result the class interrupted;
-  C(sglang_experiment_failure) builds the closing message of a failed experiment.
+  C(sglang_experiment_failure) builds the closing message of a failed experiment;
+  C(sglang_bench_launch) hands a launch to role sglang_bench as one object.
 - campaigns (module_utils/sglang_campaign.py, shared with module sglang_campaign_plan):
   C(sglang_campaign_load) reads and checks a campaign file against data/campaigns/schema.json;
   C(sglang_campaign_cell) builds a cell's ledger value; C(sglang_campaign_outcome) weighs its
@@ -39,7 +40,8 @@ name: sglang_lab
 short_description: Tier planning, experiment failures and benchmark settings for sglang-lab
 description:
   - C(sglang_launch_plan), C(sglang_launch_plans), C(sglang_tier_catalog), C(sglang_argv_check) (tiers).
-  - C(sglang_failed_step), C(sglang_interrupted_result), C(sglang_experiment_failure) (experiment).
+  - C(sglang_failed_step), C(sglang_interrupted_result), C(sglang_experiment_failure) (experiment);
+    C(sglang_bench_launch) (a launch handed to role sglang_bench whole).
   - C(sglang_bench_settings) (benchmark settings), C(sglang_patch_states) (FlashInfer patch list).
   - C(sglang_quality_settings) (the output-quality check's prompt set, data/quality.yml).
   - C(sglang_step_argument_spec) (the later steps' argument specs, checked before the lock).
@@ -116,6 +118,20 @@ def sglang_failed_step(task):
 
 def sglang_interrupted_result(result, signal_name):
     return _load("sglang_failure").interrupted_result(result, signal_name)
+
+
+def sglang_bench_launch(launch, server_env=None):
+    """Role sglang_bench's ``sglang_bench_launch`` from a launch as role sglang_launch composes it
+    (``sglang_launch_result``, or a campaign's kept copy of it): ``tier``, ``script``, ``argv`` (the
+    final command), ``env`` and ``model``. ``env`` is ``server_env`` with the script's own exports
+    over it, since the script exports them last and they win in the server process too.
+    """
+    if not isinstance(launch, dict) or not launch.get("tier"):
+        raise AnsibleFilterError(f"sglang_bench_launch: a launch with a tier is needed, got {launch!r:.200}")
+    env = dict(server_env or {})
+    env.update(launch.get("env") or {})
+    return {"tier": launch["tier"], "script": launch.get("script"), "argv": launch.get("command"),
+            "env": env, "model": launch.get("model")}
 
 
 def sglang_experiment_failure(outcome):
@@ -313,6 +329,7 @@ class FilterModule:
             "sglang_failed_step": sglang_failed_step,
             "sglang_interrupted_result": sglang_interrupted_result,
             "sglang_experiment_failure": sglang_experiment_failure,
+            "sglang_bench_launch": sglang_bench_launch,
             "sglang_bench_settings": sglang_bench_settings,
             "sglang_quality_settings": sglang_quality_settings,
             "sglang_patch_states": sglang_patch_states,

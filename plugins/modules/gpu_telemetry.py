@@ -72,12 +72,12 @@ EXAMPLES = r"""
 - name: Start GPU telemetry beside the ledger record
   gpu_telemetry:
     state: started
-    path: "{{ sglang_bench_results_dir }}/{{ sglang_bench_tier }}-c{{ item }}.gpu.csv"
+    path: "{{ sglang_bench_results_dir }}/{{ sglang_bench_launch['tier'] }}-c{{ item }}.gpu.csv"
 
 - name: Stop GPU telemetry and keep the summary
   gpu_telemetry:
     state: stopped
-    path: "{{ sglang_bench_results_dir }}/{{ sglang_bench_tier }}-c{{ item }}.gpu.csv"
+    path: "{{ sglang_bench_results_dir }}/{{ sglang_bench_launch['tier'] }}-c{{ item }}.gpu.csv"
   register: sglang_bench_gpu_telemetry
 """
 

@@ -48,6 +48,8 @@ def experiment(sim, tmp_path_factory):
     settings_file.write_text(yaml.safe_dump(settings))
     script, state = write_server_state(tmp, sim.proc.pid, sim.port, "python -m sglang_sim.launch_server --port 0",
                                        started_at="2026-01-01T00:00:00Z")
+    # What role sglang_launch rendered: recorded with the secret-looking name redacted.
+    launch_env = {"NCCL_P2P_LEVEL": "5", "HF_TOKEN": "secret-value"}
     common = {
         "sglang_bench_port": sim.port,
         "sglang_bench_client": "shim",
@@ -65,7 +67,6 @@ def experiment(sim, tmp_path_factory):
         "sglang_bench_min_duration_s": 0,
         "sglang_bench_async": False,  # local connection: no SSH session to outlive
         "sglang_bench_server_state": str(state),
-        "sglang_bench_launch_env": {"NCCL_P2P_LEVEL": "5", "HF_TOKEN": "secret-value"},
         # What an inventory sets for every role (inventory/local.yml).
         "sglang_lab_port": sim.port,
         "sglang_lab_target": "simulator",
@@ -87,7 +88,7 @@ def experiment(sim, tmp_path_factory):
             "name": name,
             "hosts": "all",
             "gather_facts": False,
-            "vars": {**common, "sglang_bench_tier": tier, **(extra or {})},
+            "vars": {**common, "sglang_bench_launch": {"tier": tier, "env": launch_env}, **(extra or {})},
             "tasks": [
                 {
                     "name": "Experiment",
@@ -423,7 +424,7 @@ def test_a_setting_with_no_role_variable_reaches_the_points_and_the_record(exper
         "name": "A workload with an extra request body",
         "hosts": "all",
         "gather_facts": False,
-        "vars": {**common, "sglang_bench_tier": "baseline"},
+        "vars": {**common, "sglang_bench_launch": {"tier": "baseline"}},
         "tasks": [
             {"name": f"Entry point {entry}",
              "ansible.builtin.include_role": {"name": "sglang_bench", "tasks_from": entry}}

@@ -144,7 +144,7 @@ def test_flag_tier_after_the_baseline(lab, baseline):
     check_points(record)
 
     # Provenance: what role sglang_launch rendered and the lifecycle started.
-    handed = task_results(runner, "Hand the launch to the benchmark and record steps")[0]
+    handed = task_results(runner, "Keep the launch for the steps of the cycle")[0]
     launch = handed["ansible_facts"]["__sglang_experiment_launch"]
     assert launch["tier"] == tier and launch["target"] == "simulator"
     for flag in TIERS[tier]["flags_add"]:

@@ -76,7 +76,7 @@ def todays_specs(record, output_dir):
             num_prompts=spec["num_prompts"], input_len=workload["input_len"], output_len=workload["output_len"],
             output_file=spec["output_file"], tokenizer=tokenizer, dataset_name=workload["dataset_name"],
             dataset_path=workload["dataset_path"], range_ratio=workload["random_range_ratio"],
-            request_rate=workload["request_rate"], seed=workload["seed"], model=defaults["sglang_bench_model"],
+            request_rate=workload["request_rate"], seed=workload["seed"], model=None,
             output_details=defaults["sglang_bench_output_details"],
             warmup_requests=bp.point_warmup_requests(defaults["sglang_bench_client_warmup_requests"], True),
         )
