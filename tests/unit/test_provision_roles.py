@@ -141,3 +141,31 @@ def test_no_role_names_another_roles_private_variable(role):
                 if any(name.startswith(other + "_") for other in others) and not name.startswith(prefix(role) + "_"):
                     found.append(f"{path.relative_to(REPO)}: __{name}")
     assert found == []
+
+
+def _tasks(items):
+    """Every task of a tasks file, blocks opened (block, rescue, always)."""
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        yield item
+        for section in ("block", "rescue", "always"):
+            yield from _tasks(item.get(section))
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_role_sets_another_roles_variable(role):
+    """A role hands another role its values through that role's interface (include_role/import_role
+    vars, scoped to the call), never by a fact in the other role's name: a fact outlives the call and
+    outranks the role's own defaults and task vars everywhere after it (issue 22: six such set_facts,
+    each with a var-naming noqa, handed the launch, a campaign cell and the simulator's path)."""
+    others = [prefix(other) for other in ROLES if other != role and prefix(other) != prefix(role)]
+    found = []
+    for path in sorted((REPO / "roles" / role / "tasks").glob("**/*.yml")):
+        for task in _tasks(load(path)):
+            facts = task.get("ansible.builtin.set_fact") or task.get("set_fact") or {}
+            for name in facts if isinstance(facts, dict) else {}:
+                bare = str(name).lstrip("_")
+                if any(bare.startswith(other + "_") for other in others) and not bare.startswith(prefix(role) + "_"):
+                    found.append(f"{path.relative_to(REPO)}: {name}")
+    assert found == []
