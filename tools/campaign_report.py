@@ -591,7 +591,7 @@ def calibration_section(analysis: dict, calibration: dict | None) -> list[str]:
         limit = view["max_deviation_pct"]
         out += [
             f"From `{report.md_escape(calibration['path'])}` (campaign `{view['campaign']}`): {metric} per "
-            "concurrency, its deviation from the fleet median, throttling and telemetry"
+            f"{stats.load_axis(view['concurrencies'])}, its deviation from the fleet median, throttling and telemetry"
             + (f"; a host is flagged beyond ±{limit:g}% deviation" if limit is not None else "")
             + ". An excluded host's cells are not to be compared with the others'."
             + (" One host only: there is no fleet to compare it with." if view["single_host"] else ""),
@@ -618,7 +618,7 @@ def calibration_section(analysis: dict, calibration: dict | None) -> list[str]:
             out += table(
                 [
                     "Host",
-                    *(f"{metric} c={c}" for c in concurrencies),
+                    *(f"{metric} {stats.load_label(c)}" for c in concurrencies),
                     "Deviation from fleet median",
                     "Throttling",
                     "Telemetry",
@@ -640,13 +640,14 @@ def calibration_section(analysis: dict, calibration: dict | None) -> list[str]:
                 str(r["host"]),
                 str(r["cell"]),
                 r["status"] if r["status"] == "success" else f"{r['status']} (`{r['failure_class']}`)",
-                "; ".join(f"c={c}: {fmt_num(v)}" for c, v in r["values"].items()) or "—",
+                "; ".join(f"{stats.load_label(c)}: {fmt_num(v)}" for c, v in r["values"].items()) or "—",
                 str(r["recorded_at"] or "—"),
             ]
             for r in records
         ]
         out += table(
-            ["Host", "Cell", "Status", "output tok/s per concurrency", "Recorded"],
+            ["Host", "Cell", "Status", f"output tok/s per {stats.load_axis(c for r in records for c in r['values'])}",
+             "Recorded"],
             rows,
             any(r["synthetic"] for r in records),
         )

@@ -37,11 +37,11 @@ import math
 import time
 
 try:  # Inside AnsiballZ.
-    from ansible.module_utils.sglang_compare import concurrencies, record_value
+    from ansible.module_utils.sglang_compare import concurrencies, load_key, parse_load_key, point_load, record_value
     from ansible.module_utils.sglang_interval import finite_numbers, t_quantile
     from ansible.module_utils.sglang_schema import schema_problems
 except ImportError:  # pytest and tools/ put module_utils on sys.path.
-    from sglang_compare import concurrencies, record_value
+    from sglang_compare import concurrencies, load_key, parse_load_key, point_load, record_value
     from sglang_interval import finite_numbers, t_quantile
     from sglang_schema import schema_problems
 
@@ -704,13 +704,15 @@ def summary(planned):
 
 
 def _point_values(record, metric=CALIBRATION_METRIC):
-    """{concurrency (str): median of the ok points' metric} of one record."""
-    by_c = {}
+    """{load (sglang_compare.load_key: "16" for a concurrency, "0.5 req/s" for a request-rate
+    sweep's rate): median of the ok points' metric} of one record; points keyed by
+    sglang_compare.point_load, as the comparison keys them."""
+    by_load = {}
     for point in (record or {}).get("points") or []:
-        value = point.get(metric)
-        if point.get("status") == "ok" and isinstance(value, (int, float)):
-            by_c.setdefault(str(point["concurrency"]), []).append(float(value))
-    return {c: _median(v) for c, v in by_c.items()}
+        value, load = point.get(metric), point_load(point)
+        if point.get("status") == "ok" and isinstance(value, (int, float)) and load is not None:
+            by_load.setdefault(load_key(load), []).append(float(value))
+    return {k: _median(v) for k, v in by_load.items()}
 
 
 def _median(values):
@@ -740,7 +742,8 @@ def calibrate(campaign, results):
     """The fleet's calibration: ``results`` maps each host to {record, telemetry, telemetry_error}
     (its calibration cell's ledger record, and the gpu_telemetry summary taken while it ran, or
     why there is none). A host is flagged when its cell failed, when its median deviation from the
-    fleet's median (per concurrency, over the hosts whose cell succeeded) exceeds
+    fleet's median (per load - concurrency, or a request-rate sweep's rate - over the hosts whose
+    cell succeeded) exceeds
     max_deviation_pct, or when its GPUs show throttling. Flagged hosts are excluded when
     exclude_flagged. Returns the calibration document the report reads."""
     cfg = {**CALIBRATION_DEFAULTS, **(campaign.get("calibration") or {})}
@@ -750,7 +753,7 @@ def calibrate(campaign, results):
         if record and record.get("status") == "success":
             values[host] = _point_values(record)
     fleet = {}
-    for c in sorted({c for v in values.values() for c in v}, key=int):
+    for c in sorted({c for v in values.values() for c in v}, key=parse_load_key):
         present = [v[c] for v in values.values() if c in v]
         fleet[c] = _median(present)
     hosts = {}

@@ -205,9 +205,41 @@ def point_load(point):
     return concurrency if isinstance(concurrency, int) and not isinstance(concurrency, bool) else None
 
 
+def load_key(load):
+    """A load as a JSON object key: ``"16"`` for a concurrency, ``"8 req/s"`` for a rate
+    (parse_load_key reads it back)."""
+    return str(load)
+
+
+def parse_load_key(key):
+    """The load of a JSON object key that load_key wrote: a concurrency (``"16"`` or 16, a whole
+    number >= 1), or a RequestRate (``"8 req/s"``, a rate > 0); None for anything else."""
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, int):
+        return key if key >= 1 else None
+    text = str(key).strip()
+    if text.isdigit():
+        return int(text) if int(text) >= 1 else None
+    number, _, unit = text.partition(" ")
+    if unit.strip() != "req/s":
+        return None
+    try:
+        rate = float(number)
+    except ValueError:
+        return None
+    return RequestRate(rate) if math.isfinite(rate) and rate > 0 else None
+
+
 def load_label(load):
     """``c=16`` for a concurrency, ``8 req/s`` for a rate of a request-rate sweep."""
     return str(load) if isinstance(load, RequestRate) else f"c={load}"
+
+
+def load_axis(loads):
+    """What a set of loads varies, for an axis or a column: ``request rate (req/s)`` when they are
+    a request-rate sweep's rates, else ``concurrency``."""
+    return "request rate (req/s)" if any(isinstance(load, RequestRate) for load in loads) else "concurrency"
 
 
 def ok_values(record, concurrency, metric):

@@ -75,7 +75,11 @@ try:  # Inside AnsiballZ.
         GOODPUT_METRICS,
         METRICS,
         VERDICT_METRICS,
+        RequestRate,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_axis,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_label,  # noqa: F401 - for tools/: the loads' own class and labels
         model_key,
+        parse_load_key,
         point_load,
         record_value,
         simulator_key,
@@ -105,7 +109,11 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
         GOODPUT_METRICS,
         METRICS,
         VERDICT_METRICS,
+        RequestRate,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_axis,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_label,  # noqa: F401 - for tools/: the loads' own class and labels
         model_key,
+        parse_load_key,
         point_load,
         record_value,
         simulator_key,
@@ -848,14 +856,6 @@ def _host_status(workloads, catalog):
 # ---------------------------------------------------------------- node calibration and SLO searches
 
 
-def _concurrency_key(key):
-    """A concurrency from a JSON object key ("16" -> 16); None when it is not a whole number >= 1."""
-    if isinstance(key, int) and not isinstance(key, bool):
-        return key if key >= 1 else None
-    text = str(key).strip()
-    return int(text) if text.isdigit() and int(text) >= 1 else None
-
-
 def _strings(value):
     if value is None:
         return []
@@ -868,15 +868,19 @@ def calibration_view(data, campaign=None):
     """The node-calibration file that the campaign playbook writes, as the report shows it.
 
     ``data``: ``{"campaign", "metric", "max_deviation_pct", "hosts": {host: {"values":
-    {"<concurrency>": float}, "deviation_pct": float | None, "throttling": [str], "telemetry":
+    {"<load>": float}, "deviation_pct": float | None, "throttling": [str], "telemetry":
     "ok" | why unavailable, "flagged": bool, "reasons": [str], "excluded": bool}}}``, optionally
-    with ``fleet_median`` ({"<concurrency>": float}, what the deviations are relative to) and
+    with ``fleet_median`` ({"<load>": float}, what the deviations are relative to) and
     ``single_host`` (one host: no fleet to compare with).
     ``campaign``: the report's campaign (another name in the file is a problem, not an error).
 
-    Returns ``{"campaign", "metric", "max_deviation_pct", "single_host", "concurrencies",
-    "hosts": [{"host", "values": {int: float}, "deviation_pct", "throttling", "telemetry",
-    "flagged", "reasons", "excluded"}] sorted by host, "fleet_median": {concurrency: float},
+    A ``<load>`` key is sglang_compare.load_key's: ``"16"`` for a concurrency, ``"0.5 req/s"`` for
+    a request-rate sweep's rate (read back by parse_load_key).
+
+    Returns ``{"campaign", "metric", "max_deviation_pct", "single_host", "concurrencies" (the
+    loads: ints, or RequestRates for a rate sweep), "hosts": [{"host", "values": {load: float},
+    "deviation_pct", "throttling", "telemetry", "flagged", "reasons", "excluded"}] sorted by
+    host, "fleet_median": {load: float},
     "fleet_median_source": "file" | "hosts", "problems": [str]}``: the file's fleet median when
     it has one, else the median over the hosts listed. Whatever is malformed is named in
     ``problems`` and left out.
@@ -912,7 +916,7 @@ def calibration_view(data, campaign=None):
             continue
         values = {}
         for key, value in (entry.get("values") or {}).items() if isinstance(entry.get("values"), dict) else []:
-            concurrency, number = _concurrency_key(key), _numbers([value])
+            concurrency, number = parse_load_key(key), _numbers([value])
             if concurrency is None or not number:
                 view["problems"].append(f"calibration of host {host}: value {key!r}: {value!r} is not usable")
                 continue
@@ -930,7 +934,7 @@ def calibration_view(data, campaign=None):
             }
         )
     given = data.get("fleet_median") if isinstance(data.get("fleet_median"), dict) else {}
-    given = {_concurrency_key(k): _numbers([v]) for k, v in given.items()}
+    given = {parse_load_key(k): _numbers([v]) for k, v in given.items()}
     given = {c: v[0] for c, v in given.items() if c is not None and v}
     view["concurrencies"] = sorted({c for h in view["hosts"] for c in h["values"]} | set(given))
     if given:

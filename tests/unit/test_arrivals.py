@@ -7,10 +7,12 @@ comparison and statistics code.
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 import sglang_bench_points as bp
 import sglang_bench_settings as settings
+import sglang_campaign as campaign_logic
 import sglang_compare as compare
 import sglang_stats as stats
 import sglang_workload_catalogue as catalogue
@@ -187,3 +189,70 @@ def test_the_preflight_sizes_a_sweeps_largest_point_by_its_highest_rate():
     assert pf.largest_point_prompts(cfg) == largest
     assert largest == max(cfg["num_prompts"]["floor"], window["min_requests"],
                           bp.rate_prompts(max(cfg["request_rates"]), 1, window["min_duration_s"]))
+
+
+# --- Node calibration and the campaign report by rate ------------------------------------------------
+
+def calibration_results(sweeps):
+    """calibrate()'s input: each host's calibration cell ran the sweep {rate: output tok/s}."""
+    return {host: {"record": dict(sweep_record(f"cal-{host}", "baseline", values), target_is_simulator=True)}
+            for host, values in sweeps.items()}
+
+
+# node-c is slow at the lowest rate only: per rate that is a 40% deviation at one of two rates, while
+# the rates merged into their one concurrency cap (1024) would average it out with the higher rate.
+SWEEPS = {"node-a": {0.5: 100.0, 1.5: 250.0}, "node-b": {0.5: 102.0, 1.5: 254.0}, "node-c": {0.5: 60.0, 1.5: 254.0}}
+
+
+def calibrate():
+    return campaign_logic.calibrate({"name": "c", "calibration": {"max_deviation_pct": 15}},
+                                    calibration_results(SWEEPS))
+
+
+def test_the_node_calibration_keys_a_sweep_by_its_rates():
+    rates = sorted({rate for values in SWEEPS.values() for rate in values})
+    out = calibrate()
+    keys = [compare.load_key(compare.RequestRate(rate)) for rate in rates]
+    assert list(out["fleet_median"]) == keys
+    fleet = {rate: statistics.median(values[rate] for values in SWEEPS.values()) for rate in rates}
+    assert [out["fleet_median"][k] for k in keys] == [fleet[rate] for rate in rates]
+    for host, values in SWEEPS.items():
+        assert out["hosts"][host]["values"] == {k: values[rate] for k, rate in zip(keys, rates, strict=True)}
+        devs = [100.0 * (values[rate] / fleet[rate] - 1.0) for rate in rates]
+        assert out["hosts"][host]["deviation_pct"] == round(statistics.median(devs), 2)
+    assert [h for h, v in sorted(out["hosts"].items()) if v["flagged"]] == ["node-c"]
+
+
+def test_a_load_key_reads_back_as_its_load():
+    for load in (1, 1024, compare.RequestRate(0.25), compare.RequestRate(1.5)):
+        back = compare.parse_load_key(compare.load_key(load))
+        assert back == load and type(back) is type(load)
+    assert compare.parse_load_key(16) == 16
+    for bad in ("0", "x", "1.5", "0 req/s", "-1 req/s", "nan req/s", "2 tok/s", True, 0):
+        assert compare.parse_load_key(bad) is None
+
+
+def test_the_campaign_report_shows_a_sweeps_calibration_by_rate():
+    import campaign_report
+
+    out = calibrate()
+    view = stats.calibration_view(json.loads(json.dumps(out)), "c")
+    rates = sorted({rate for values in SWEEPS.values() for rate in values})
+    assert view["problems"] == [] and view["concurrencies"] == rates
+    # (stats's own import of sglang_compare: under pytest it is ansible.module_utils's copy.)
+    assert all(isinstance(load, stats.RequestRate) for load in view["concurrencies"])
+    assert view["hosts"][2]["values"] == SWEEPS["node-c"]
+    entries = [stats.calibration_entry(r["record"]) for r in calibration_results(SWEEPS).values()]
+    assert list(entries[0]["values"]) == rates
+    section = "\n".join(campaign_report.calibration_section(
+        {"calibration": entries, "synthetic": False}, {"path": "cal.json", "view": view, "warnings": []}))
+    labels = [stats.load_label(load) for load in view["concurrencies"]]
+    assert labels == [compare.load_label(compare.RequestRate(rate)) for rate in rates]
+    assert "output tok/s per request rate (req/s), its deviation" in section
+    # The calibration records are the simulator's: both tables say SYNTHETIC in their first column.
+    header = next(line for line in section.splitlines() if line.startswith("| Host (SYNTHETIC) | output tok/s"))
+    assert [cell.strip() for cell in header.split("|")[2:4]] == [f"output tok/s {label}" for label in labels]
+    assert "c=" not in section and "concurrency" not in section
+    assert "| output tok/s per request rate (req/s) |" in section
+    assert f"{labels[0]}: " in section and section.count("| Host (SYNTHETIC) |") == 2
+
