@@ -864,6 +864,53 @@ def test_a_weight_name_keyerror_in_a_load_path_is_weights_mismatch(catalog):
     assert alone["crash_class"] != "weights_mismatch"
 
 
+def test_a_segfault_is_nccl_error_only_with_nccl_frames_near_it(catalog):
+    # corpus nccl_error/i2803-dsv3-nccl-sigsegv-gloo-closed.log (fit since the change after cohort 6):
+    # UCX's segfault line, then a native backtrace through NCCL's own functions
+    lines = [
+        " Caught signal 11 (Segmentation fault: address not mapped to object at address 0x3)",
+        " 5 0x000000000004f5bd ncclLaunchPrepare()  /dvs/p4/build/sw/gpgpu/nccl/gitfusion/stable/src/enqueue.cc:844",
+        "12 0x0000000000044b36 ncclAllGather()  /dvs/p4/build/sw/gpgpu/nccl/gitfusion/stable/src/collectives.cc:26",
+    ]
+    report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
+    assert report["crash_class"] == "nccl_error"
+    # the same segfault in another library's frames is not NCCL's
+    other = [lines[0], " 5 0x000000000004f5bd at::native::foo()  ???:0"]
+    report = sglang_crash.classify_outcome(catalog, other, exited=True)["report"]
+    assert report["crash_class"] != "nccl_error"
+
+
+def test_a_missing_kernel_image_inside_the_capture_wrapper_is_no_kernel_image(catalog):
+    # corpus no_kernel_image/i1058-t4-flashinfer-no-kernel-image-capture.log (fit since the change
+    # after cohort 6): the cause inside "Capture cuda graph failed: ..." names the crash
+    line = (
+        "Exception: Capture cuda graph failed: BatchDecodeWithPagedKVCache failed with error no kernel"
+        " image is available for execution on the device"
+    )
+    assert sglang_crash.classify_outcome(catalog, [line], exited=True)["report"]["crash_class"] == "no_kernel_image"
+    # another error inside the wrapper keeps the capture class
+    other = "Exception: Capture cuda graph failed: Connection closed by peer"
+    report = sglang_crash.classify_outcome(catalog, [other], exited=True)["report"]
+    assert report["crash_class"] == "cuda_graph_capture_failed"
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        # corpus missing_dependency/i3392-*.log (fit since the change after cohort 6)
+        ("AttributeError: module 'vllm._custom_ops' has no attribute 'silu_and_mul'", "missing_dependency"),
+        ("AttributeError: module 'torch' has no attribute 'float8_e4m3fn'", "missing_dependency"),
+        # sglang's own module lacking a name is a bug of the release, not of the install
+        ("AttributeError: module 'sglang.srt.utils' has no attribute 'foo'", None),
+        # an object's attribute is not a module's
+        ("AttributeError: 'Qwen2_5OmniConfig' object has no attribute 'hidden_size'", None),
+    ],
+)
+def test_a_module_attribute_of_another_package_is_missing_dependency(catalog, line, expected):
+    entry = sglang_crash.match_line(catalog, line, context=([line], 0))
+    assert (entry and entry["class"]) == expected
+
+
 def test_a_missing_module_is_missing_dependency_only_as_an_exception_line(catalog):
     # corpus missing_dependency/i350-v01-vllm-input-metadata-module-missing.log (fit): the 0.1.x
     # router's traceback ends in the missing module; the class is the dependency, not the header
