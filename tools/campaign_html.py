@@ -15,8 +15,9 @@ no server and no network):
   simultaneous interval, a quality column (the arm's output-quality verdict on that host,
   sglang_stats.host_quality; ``no quality check`` for records without one), and the records
   behind every row in a details row; the output-quality table and the campaign's quality rule;
-* TTFT and TPOT p50 / p99 per concurrency, with the repeats (n) and the requests per cell behind
-  each value, as a chart and a table;
+* TTFT and TPOT p50 / p99 per concurrency (per request rate for a request-rate sweep: the
+  points' load, sglang_stats.point_load, names every load axis, column and label), with the
+  repeats (n) and the requests per cell behind each value, as a chart and a table;
 * the failed, excluded and pending cells with their class and remedy;
 * every cell's provenance: record id, run id, launch script sha256, SGLang / torch / CUDA /
   FlashInfer versions and the project revision; also in every chart point's hover.
@@ -175,6 +176,23 @@ def provenance_line(prov: dict) -> str:
     return ", ".join(parts)
 
 
+def part_loads(part: dict) -> list:
+    """The loads of a host and workload's arms (sglang_stats.point_load: concurrencies, or a
+    request-rate sweep's rates), sorted."""
+    return sorted({c for arm in part["arms"].values() for c in arm["concurrencies"]})
+
+
+def load_column(part: dict) -> str:
+    """The load's column heading: ``Concurrency``, or ``Request rate (req/s)`` for a rate sweep."""
+    axis = stats.load_axis(part_loads(part))
+    return axis[0].upper() + axis[1:]
+
+
+def axis_value(load):
+    """A load as a chart coordinate (a plain number: the points are placed by rate in a sweep)."""
+    return float(load) if isinstance(load, stats.RequestRate) else load
+
+
 def requests_at(record: dict, concurrency: int) -> int:
     """How many requests the record's ok points at ``concurrency`` completed (a percentile's sample)."""
     return sum(
@@ -247,7 +265,8 @@ def pareto_frontier(points: list[dict]) -> list[dict]:
 def pareto_series(part: dict, order: list[str], records: Records, regressed: frozenset = frozenset()) -> dict:
     """Per arm, the points of the throughput-per-GPU / per-user chart, and the frontier.
 
-    Each point: the arm's median per-user tok/s and output tok/s at a concurrency (the analysis's
+    Each point: the arm's median per-user tok/s and output tok/s at a load (a concurrency, or a
+    rate of a request-rate sweep; the analysis's
     summaries), with their intervals, divided by the arm's GPU count when every arm plotted has one
     known count (``per_gpu``); else output tok/s of all GPUs. The frontier is over the baseline
     and the tiers whose status is not crashed (the A/A arm repeats the baseline) and that are not in
@@ -333,7 +352,7 @@ def pareto_figure(
         hovers = []
         for p in points:
             lines = [
-                f"<b>{esc(name)}</b> at concurrency {p['concurrency']}",
+                f"<b>{esc(name)}</b> at {esc(stats.load_label(p['concurrency']))}",
                 f"per-user {esc(text.fmt_summary(p['user']))} tok/s",
                 f"output {esc(text.fmt_summary(p['total']))} tok/s"
                 + (f" on {p['gpus']} GPU(s): {p['y']:,.2f} per GPU" if data["per_gpu"] else ""),
@@ -358,7 +377,7 @@ def pareto_figure(
                 y=[p["y"] for p in points],
                 mode="lines+markers+text",
                 name=label,
-                text=[f"c={p['concurrency']}" for p in points],
+                text=[esc(stats.load_label(p["concurrency"])) for p in points],
                 textposition="top right",
                 hovertext=hovers,
                 hoverinfo="text",
@@ -388,7 +407,9 @@ def pareto_figure(
                 y=[p["y"] for p in frontier],
                 mode="lines+markers",
                 name=FRONTIER,
-                hovertext=[f"{FRONTIER}: {esc(p['arm'])} at concurrency {p['concurrency']}" for p in frontier],
+                hovertext=[
+                    f"{FRONTIER}: {esc(p['arm'])} at {esc(stats.load_label(p['concurrency']))}" for p in frontier
+                ],
                 hoverinfo="text",
                 line={"color": "#222", "width": 3},
                 marker={"size": 17, "symbol": "circle-open", "color": "#222", "line": {"width": 2}},
@@ -434,10 +455,11 @@ def latency_figure(where: str, part: dict, order: list[str], records: Records, s
                     if summary["median"] is None:
                         continue
                     served = [requests_at(r, c) for _, r in used if stats.cell_value(r, c, metric) is not None]
-                    xs.append(c)
+                    xs.append(axis_value(c))
                     ys.append(summary["median"])
                     hovers.append(
-                        f"<b>{esc(name)}</b> c={c}: {text.METRIC_LABELS[metric]} {esc(text.fmt_summary(summary))}"
+                        f"<b>{esc(name)}</b> {esc(stats.load_label(c))}: {text.METRIC_LABELS[metric]} "
+                        f"{esc(text.fmt_summary(summary))}"
                         f"<br>median of n={summary['n']} repeat(s); requests per cell: "
                         + (", ".join(str(n) for n in served) or "—")
                     )
@@ -457,10 +479,11 @@ def latency_figure(where: str, part: dict, order: list[str], records: Records, s
                         row=1,
                         col=col,
                     )
-    fig.update_xaxes(type="log", title={"text": "concurrency (log scale)"})
+    axis = stats.load_axis(part_loads(part))
+    fig.update_xaxes(type="log", title={"text": f"{axis} (log scale)"})
     fig.update_yaxes(type="log", title={"text": "ms, median of repeats (log scale)"})
     fig.update_layout(template="plotly_white", height=500, margin={"t": 90})
-    mark_synthetic(fig, synthetic, f"{where}: TTFT and TPOT percentiles per concurrency")
+    mark_synthetic(fig, synthetic, f"{where}: TTFT and TPOT percentiles per {axis}")
     return fig
 
 
@@ -541,7 +564,8 @@ def verdict_section(
             first = point[metrics[0]]
             behind = [p for p in pairs + base_pairs if stats.cell_value(p[1], c, metrics[0]) is not None]
             rows.append(
-                [f"`{name}`", role, (str(c), "num"), (f"{first['n_candidate']} / {first['n_baseline']}", "num")]
+                [f"`{name}`", role, (text.load_tick(c), "num"),
+                 (f"{first['n_candidate']} / {first['n_baseline']}", "num")]
                 + [
                     (
                         f"{text.fmt_difference(point[m])} {text.fmt_verdict(point[m])}",
@@ -567,7 +591,7 @@ def verdict_section(
             [
                 "Arm",
                 "Role",
-                "Concurrency",
+                load_column(part),
                 "Repeats (arm / baseline)",
                 *(f"Δ {text.METRIC_LABELS[m]} [simultaneous {confidence} CI], verdict" for m in metrics),
                 "Quality",
@@ -600,7 +624,7 @@ def latency_table(part: dict, order: list[str], records: Records, synthetic: boo
             rows.append(
                 [
                     f"`{name}`",
-                    (str(c), "num"),
+                    (text.load_tick(c), "num"),
                     (str(max(point[m]["n"] for m in stats.LATENCY_METRICS)), "num"),
                     (", ".join(str(n) for n in served) or "—", "num"),
                 ]
@@ -609,7 +633,7 @@ def latency_table(part: dict, order: list[str], records: Records, synthetic: boo
     return table(
         [
             "Arm",
-            "Concurrency",
+            load_column(part),
             "Repeats (n)",
             "Requests per cell",
             *(text.METRIC_LABELS[m] for m in stats.LATENCY_METRICS),
@@ -631,13 +655,13 @@ def goodput_html(where: str, part: dict, order: list[str], synthetic: bool) -> s
     if not lines:
         return ""
     rows = [
-        [f"`{name}`", (str(c), "num"), *((text.fmt_summary(arms[name]["points"][c][m], 3), "num")
+        [f"`{name}`", (text.load_tick(c), "num"), *((text.fmt_summary(arms[name]["points"][c][m], 3), "num")
                                           for m in stats.GOODPUT_METRICS)]
         for name in names
         for c in arms[name]["concurrencies"]
     ]
     return f"<h3>Goodput: {md_inline(where)}</h3>" + table(
-        ["Arm", "Concurrency", *(text.METRIC_LABELS[m] for m in stats.GOODPUT_METRICS)],
+        ["Arm", load_column(part), *(text.METRIC_LABELS[m] for m in stats.GOODPUT_METRICS)],
         rows,
         synthetic,
         caption="The share of a cell's requests, and of its output tokens, whose own TTFT, TPOT and end-to-end "
@@ -800,7 +824,8 @@ def build_html(
             fig, pareto = pareto_figure(plain, part, order, joined, host_synthetic, regressed)
             body.append(f"<h3>Throughput per GPU against interactivity: {md_inline(where)}</h3>")
             body.append(
-                "<p class='note'>One series per arm: the median over the repeats at each concurrency, error bars the "
+                f"<p class='note'>One series per arm: the median over the repeats at each "
+                f"{esc(stats.load_axis(part_loads(part)))}, error bars the "
                 "95% bootstrap interval of that median on both axes. The frontier joins the points that no other "
                 "point of the baseline or a tier beats on both axes (the A/A arm repeats the baseline; a crashed "
                 f"tier and one the campaign's quality rule flags are left out of it). {esc(text.PER_USER_RULE)}.</p>"

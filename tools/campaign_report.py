@@ -1013,6 +1013,12 @@ def tier_pages(analysis: dict, docs_dir: Path, report_name: str) -> dict[Path, b
 # ---------------------------------------------------------------- chart
 
 
+def load_tick(load) -> str:
+    """A load under a heading or axis that names it (stats.load_axis): ``16``, or a request-rate
+    sweep's rate as a number (``0.5``; the heading says req/s)."""
+    return f"{load:g}" if isinstance(load, stats.RequestRate) else str(load)
+
+
 def build_png(analysis: dict, order: list[str]) -> bytes:
     """The chart as PNG bytes: one block of six panels per host and workload."""
     import matplotlib
@@ -1043,7 +1049,7 @@ def build_png(analysis: dict, order: list[str]) -> bytes:
                 ax.set_xticks(ticks)
                 ax.xaxis.set_major_formatter(ScalarFormatter())
                 ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_xlabel("concurrency (log scale)")
+            ax.set_xlabel(f"{stats.load_axis(ticks)} (log scale)")
 
         # Output tok/s: medians of the repeats with their interval as error bars.
         ax = top[0]
@@ -1131,8 +1137,8 @@ def build_png(analysis: dict, order: list[str]) -> bytes:
                 fontsize=7,
             )
         ax.set_xticks(range(len(ticks)))
-        ax.set_xticklabels([str(c) for c in ticks])
-        ax.set_xlabel("concurrency")
+        ax.set_xticklabels([load_tick(c) for c in ticks])
+        ax.set_xlabel(stats.load_axis(ticks))
         ax.set_ylabel("Δ output tok/s vs baseline (%)")
         ax.set_title(f"{where}: ratio of geometric means, simultaneous CI (A/A = noise floor)")
 
@@ -1150,7 +1156,7 @@ def build_png(analysis: dict, order: list[str]) -> bytes:
             if xs:
                 ax.plot(xs, ys, marker="o", color=color[name], label=name)
                 for x, y, c in zip(xs, ys, labels, strict=True):
-                    ax.annotate(f"c={c}", (x, y), fontsize=7, textcoords="offset points", xytext=(4, 4))
+                    ax.annotate(stats.load_label(c), (x, y), fontsize=7, textcoords="offset points", xytext=(4, 4))
         ax.set_xlabel("per-user output tok/s = 1000 / mean TPOT (ms)")
         ax.set_yscale("log")
         ax.set_ylabel("output tok/s, all users (log scale)")

@@ -267,3 +267,76 @@ def test_a_tier_the_quality_rule_flags_is_red_and_off_the_frontier(tmp_path):
     quality = {r[1]: r for r in rows_of(dom, "Output quality")}
     assert quality["t05-allreduce-fusion"][-1] == "outputs unchanged"
     assert "class='worse'>quality_regressed (agreement" in page
+
+
+# The helper's two concurrency points as a request-rate sweep's two rates at one concurrency cap.
+SWEEP_RATES = {1: 0.5, 1024: 1.5}
+
+
+def rate_sweep(cells):
+    cap = max(SWEEP_RATES)
+    for entry in cells:
+        for p in entry["points"]:
+            p["request_rate"], p["concurrency"] = SWEEP_RATES[p["concurrency"]], cap
+        entry["workload"] = {**entry["workload"], "concurrency": [cap], "request_rates": sorted(SWEEP_RATES.values())}
+    return cells
+
+
+def headers_of(dom, heading: str) -> list[str]:
+    nodes = list(dom.iter())
+    start = next(i for i, n in enumerate(nodes) if n.tag in ("h2", "h3") and n.all_text().startswith(heading))
+    found = next(n for n in nodes[start:] if n.tag == "table")
+    return [th.all_text().strip() for th in found.find_all("th")]
+
+
+def test_a_rate_sweep_is_labelled_and_placed_by_its_rates(tmp_path):
+    page, analysis, _ = build(tmp_path, rate_sweep(campaign([BASE, BETTER, AA], repeats=3, simulator=True)))
+    part = analysis["hosts"]["node-a"]["workloads"]["default"]
+    rates = sorted(SWEEP_RATES.values())
+    base = part["arms"]["baseline"]
+    assert base["concurrencies"] == rates and all(isinstance(c, stats.RequestRate) for c in base["concurrencies"])
+    figures = plotly_figures(page)
+    latency = figures["latency-1"]
+    assert latency["layout"]["xaxis"]["title"]["text"] == "request rate (req/s) (log scale)"
+    assert "per request rate (req/s)" in latency["layout"]["title"]["text"]
+    assert "concurrency" not in repr(latency).lower()
+    p50 = {t["name"]: t for t in latency["data"] if t["name"].endswith(" p50") and t["xaxis"] == "x"}
+    for name, arm in part["arms"].items():
+        assert p50[f"{name} p50"]["x"] == [float(c) for c in arm["concurrencies"]]  # placed by rate
+    pareto = {t["name"]: t for t in figures["pareto-0"]["data"]}
+    assert pareto["baseline"]["text"] == [stats.load_label(c) for c in base["concurrencies"]]
+    assert all(" req/s" in label for label in pareto["baseline"]["text"])
+    assert "concurrency" not in repr(figures["pareto-0"]["data"]).lower()
+    dom = parse_dom(page)
+    for heading in ("Verdicts against baseline", "TTFT and TPOT percentiles"):
+        assert headers_of(dom, heading)[2 if heading.startswith("Verdicts") else 1] == "Request rate (req/s)"
+    latency_rows = {(r[0], r[1]) for r in rows_of(dom, "TTFT and TPOT percentiles")}
+    assert latency_rows == {(name, f"{rate:g}") for name in part["arms"] for rate in rates}
+    verdicts = {(r[0], r[2]) for r in rows_of(dom, "Verdicts against baseline")}
+    assert verdicts == {(name, f"{rate:g}") for name in ("t02-mscclpp", "baseline~aa") for rate in rates}
+    assert "at each request rate (req/s), error bars" in page
+
+
+def test_the_png_chart_beside_the_page_labels_a_rate_sweep_by_its_rates(tmp_path, monkeypatch):
+    # The markdown's PNG (campaign_report.build_png) from the same analysis: its load axes and labels.
+    _, analysis, _ = build(tmp_path, rate_sweep(campaign([BASE, BETTER, AA], repeats=3, simulator=True)))
+    seen = {}
+    real = campaign_report.report.labelled_png
+
+    def capture(fig, *args, **kwargs):
+        png = real(fig, *args, **kwargs)  # it adds the SYNTHETIC watermark, then closes the figure
+        seen["axes"] = [(ax.get_xlabel(), [t.get_text() for t in ax.get_xticklabels()],
+                         [t.get_text() for t in ax.texts]) for ax in fig.axes]
+        return png
+
+    monkeypatch.setattr(campaign_report.report, "labelled_png", capture)
+    campaign_report.build_png(analysis, [])
+    loads = analysis["hosts"]["node-a"]["workloads"]["default"]["arms"]["baseline"]["concurrencies"]
+    labels = [xlabel for xlabel, _, _ in seen["axes"]]
+    assert "concurrency" not in " ".join(labels) and "request rate (req/s) (log scale)" in labels
+    (diff,) = [ticks for xlabel, ticks, _ in seen["axes"] if xlabel == "request rate (req/s)"]
+    rates = sorted(SWEEP_RATES.values())
+    assert diff == [campaign_report.load_tick(c) for c in loads] == [f"{rate:g}" for rate in rates]
+    notes = [t for _, _, texts in seen["axes"] for t in texts]
+    assert {stats.load_label(c) for c in loads} <= set(notes) and not any(t.startswith("c=") for t in notes)
+    assert "SYNTHETIC" in notes  # simulator records: the watermark on every axes
