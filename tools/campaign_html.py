@@ -184,8 +184,7 @@ def part_loads(part: dict) -> list:
 
 def load_column(part: dict) -> str:
     """The load's column heading: ``Concurrency``, or ``Request rate (req/s)`` for a rate sweep."""
-    axis = stats.load_axis(part_loads(part))
-    return axis[0].upper() + axis[1:]
+    return text.load_heading(part_loads(part))
 
 
 def axis_value(load):

@@ -243,7 +243,8 @@ def fmt_floor_verdict(floor: dict) -> str:
         return f"holds: all {floor['decided']} decided comparisons indistinguishable"
     if floor["holds"] is False:
         where = ", ".join(
-            f"{METRIC_LABELS[o['metric']]} at c={o['concurrency']} {o['verdict']}" for o in floor["outside"]
+            f"{METRIC_LABELS[o['metric']]} at {stats.load_label(o['concurrency'])} {o['verdict']}"
+            for o in floor["outside"]
         )
         return f"**FAILS**: a verdict where there must be none ({where})"
     return "undecided (fewer than two repeats on a side)"
@@ -256,7 +257,7 @@ def fmt_widest(floor: dict) -> str:
         return "not available"
     return (
         f"[{fmt_pct(widest['ci_low_pct'])}, {fmt_pct(widest['ci_high_pct'])}] "
-        f"({METRIC_LABELS[widest['metric']]} at c={widest['concurrency']})"
+        f"({METRIC_LABELS[widest['metric']]} at {stats.load_label(widest['concurrency'])})"
     )
 
 
@@ -351,7 +352,8 @@ def build_markdown(
         f"{counts['other_campaign']} record(s) of other campaigns and {counts['without_campaign']} without a "
         f"campaign left out); newest record {newest}.",
         "",
-        f"Method: a cell's value is the median of its ok points at a concurrency; an arm's value is the "
+        f"Method: a cell's value is the median of its ok points at a concurrency (at a rate for a request-rate "
+        f"sweep); an arm's value is the "
         f"median over its repeats with a {confidence} percentile-bootstrap interval "
         f"({method['resamples']} resamples, seed {method['seed']}; descriptive: the error bars). Every arm is "
         "compared with the baseline arm of the same host and workload only, on the logarithms of the repeats: "
@@ -787,11 +789,12 @@ def goodput_section(arms: dict, names: list[str], where: str, confidence: str, s
         "",
     ]
     rows = [
-        [arm_name, str(c), *(fmt_summary(arms[arm_name]["points"][c][m], 3) for m in metrics)]
+        [arm_name, load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m], 3) for m in metrics)]
         for arm_name in names
         for c in arms[arm_name]["concurrencies"]
     ]
-    out += table(["Arm", "Concurrency", *(METRIC_LABELS[m] for m in metrics)], rows, synthetic,
+    loads = [c for a in names for c in arms[a]["concurrencies"]]
+    out += table(["Arm", load_heading(loads), *(METRIC_LABELS[m] for m in metrics)], rows, synthetic,
                  "---|---:|" + "---:|" * len(metrics))
     return out + [""]
 
@@ -804,6 +807,7 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
     confidence = f"{method['confidence'] * 100:g}%"
     verdict_metrics = [m for m, _ in stats.VERDICT_METRICS]
     where = f"`{host}`, workload `{workload}`"
+    column = load_heading([c for a in arms.values() for c in a["concurrencies"]])
 
     out += [f"### A/A noise floor: {where}", ""]
     if not part["aa"]:
@@ -816,11 +820,11 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
             "",
         ]
         rows = [
-            [str(c)] + [fmt_difference(point[m]) + f" {fmt_verdict(point[m])}" for m in verdict_metrics]
+            [load_tick(c)] + [fmt_difference(point[m]) + f" {fmt_verdict(point[m])}" for m in verdict_metrics]
             for c, point in floor["points"].items()
         ]
         out += table(
-            ["Concurrency", *(f"Δ {METRIC_LABELS[m]} [simultaneous {confidence} CI]" for m in verdict_metrics)],
+            [column, *(f"Δ {METRIC_LABELS[m]} [simultaneous {confidence} CI]" for m in verdict_metrics)],
             rows,
             synthetic,
             "---:|" + "---|" * len(verdict_metrics),
@@ -839,14 +843,14 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
         for c, point in (arm["comparison"] or {}).items():
             first = point[verdict_metrics[0]]
             rows.append(
-                [arm_name, str(c), f"{first['n_candidate']} / {first['n_baseline']}"]
+                [arm_name, load_tick(c), f"{first['n_candidate']} / {first['n_baseline']}"]
                 + [f"{fmt_difference(point[m])} {fmt_verdict(point[m])}" for m in verdict_metrics]
             )
     if rows:
         out += table(
             [
                 "Tier",
-                "Concurrency",
+                column,
                 "Repeats (tier / baseline)",
                 *(f"Δ {METRIC_LABELS[m]} [simultaneous {confidence} CI], verdict" for m in verdict_metrics),
             ],
@@ -880,12 +884,12 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
         "",
     ]
     rows = [
-        [arm_name, str(c), *(fmt_summary(arms[arm_name]["points"][c][m]) for m in shown)]
+        [arm_name, load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m]) for m in shown)]
         for arm_name in names
         for c in arms[arm_name]["concurrencies"]
     ]
     out += table(
-        ["Arm", "Concurrency", *(METRIC_LABELS[m] for m in shown)], rows, synthetic, "---|---:|" + "---:|" * len(shown)
+        ["Arm", column, *(METRIC_LABELS[m] for m in shown)], rows, synthetic, "---|---:|" + "---:|" * len(shown)
     )
     out.append("")
 
@@ -897,12 +901,12 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
         "",
     ]
     rows = [
-        [arm_name, str(c), *(fmt_summary(arms[arm_name]["points"][c][m]) for m in stats.LATENCY_METRICS)]
+        [arm_name, load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m]) for m in stats.LATENCY_METRICS)]
         for arm_name in names
         for c in arms[arm_name]["concurrencies"]
     ]
     out += table(
-        ["Arm", "Concurrency", *(METRIC_LABELS[m] for m in stats.LATENCY_METRICS)],
+        ["Arm", column, *(METRIC_LABELS[m] for m in stats.LATENCY_METRICS)],
         rows,
         synthetic,
         "---|---:|" + "---:|" * len(stats.LATENCY_METRICS),
@@ -981,7 +985,7 @@ def tier_block(analysis: dict, tier: str, report_name: str) -> str | None:
                 top = max(arm["comparison"])
                 result = arm["comparison"][top]["output_throughput"]
                 details.append(
-                    f"workload `{workload}`: output tok/s at concurrency {top} {fmt_difference(result)} "
+                    f"workload `{workload}`: output tok/s at {stats.load_words(top)} {fmt_difference(result)} "
                     f"({VERDICT_TEXT.get(result['verdict'], result['verdict']).strip('*')}, "
                     f"{result['n_candidate']} vs {result['n_baseline']} repeats)"
                 )
@@ -1011,6 +1015,13 @@ def tier_pages(analysis: dict, docs_dir: Path, report_name: str) -> dict[Path, b
 
 
 # ---------------------------------------------------------------- chart
+
+
+def load_heading(loads) -> str:
+    """The heading of a table's load column: ``Concurrency``, or ``Request rate (req/s)`` for a
+    request-rate sweep's rates (stats.load_axis)."""
+    axis = stats.load_axis(loads)
+    return axis[0].upper() + axis[1:]
 
 
 def load_tick(load) -> str:

@@ -236,6 +236,11 @@ def load_label(load):
     return str(load) if isinstance(load, RequestRate) else f"c={load}"
 
 
+def load_words(load):
+    """A load in a sentence: ``concurrency 16``, or ``0.5 req/s`` for a rate."""
+    return str(load) if isinstance(load, RequestRate) else f"concurrency {load}"
+
+
 def load_axis(loads):
     """What a set of loads varies, for an axis or a column: ``request rate (req/s)`` when they are
     a request-rate sweep's rates, else ``concurrency``."""

@@ -78,6 +78,7 @@ try:  # Inside AnsiballZ.
         RequestRate,  # noqa: F401 - for tools/: the loads' own class and labels
         load_axis,  # noqa: F401 - for tools/: the loads' own class and labels
         load_label,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_words,  # noqa: F401 - for tools/: the loads' own class and labels
         model_key,
         parse_load_key,
         point_load,
@@ -112,6 +113,7 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
         RequestRate,  # noqa: F401 - for tools/: the loads' own class and labels
         load_axis,  # noqa: F401 - for tools/: the loads' own class and labels
         load_label,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_words,  # noqa: F401 - for tools/: the loads' own class and labels
         model_key,
         parse_load_key,
         point_load,

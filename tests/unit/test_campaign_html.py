@@ -340,3 +340,25 @@ def test_the_png_chart_beside_the_page_labels_a_rate_sweep_by_its_rates(tmp_path
     notes = [t for _, _, texts in seen["axes"] for t in texts]
     assert {stats.load_label(c) for c in loads} <= set(notes) and not any(t.startswith("c=") for t in notes)
     assert "SYNTHETIC" in notes  # simulator records: the watermark on every axes
+
+
+def test_the_markdown_beside_the_page_labels_a_rate_sweep_by_its_rates(tmp_path):
+    # The markdown's tables and sentences (campaign_report) from the same analysis: no rate is a "c=".
+    _, analysis, _ = build(tmp_path, rate_sweep(campaign([BASE, BETTER, AA], repeats=3, simulator=True)))
+    part = analysis["hosts"]["node-a"]["workloads"]["default"]
+    loads = part["arms"]["baseline"]["concurrencies"]
+    markdown = "\n".join(campaign_report.workload_sections("node-a", "default", part, True, [], analysis["method"]))
+    # (The warm-up runs at the cap's concurrency, not at a rate: its table stays per concurrency.)
+    markdown = markdown.split("### Warm-up")[0]
+    headers = [line.split("|")[1:3] for line in markdown.splitlines() if "(SYNTHETIC) |" in line]
+    # The A/A floor, the verdicts, the medians and the percentiles have a load column (the precision none).
+    assert sum("Request rate (req/s)" in " ".join(cells) for cells in headers) == 4
+    assert "Concurrency" not in markdown and "c=" not in markdown
+    medians = markdown.split("### Medians of the repeats")[1].split("###")[0]
+    ticks = {line.split("|")[2].strip() for line in medians.splitlines() if line.startswith("| baseline |")}
+    assert ticks == {campaign_report.load_tick(c) for c in loads} == {f"{r:g}" for r in SWEEP_RATES.values()}
+    floor = part["aa"][0]
+    assert campaign_report.fmt_widest(floor).endswith(f" at {stats.load_label(floor['widest']['concurrency'])})")
+    assert " req/s)" in campaign_report.fmt_widest(floor)
+    block = campaign_report.tier_block(analysis, "t02-mscclpp", "campaign-demo.md")
+    assert f"output tok/s at {stats.load_label(max(loads))} " in block and "concurrency" not in block
