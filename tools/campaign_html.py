@@ -184,7 +184,7 @@ def part_loads(part: dict) -> list:
 
 def load_column(part: dict) -> str:
     """The load's column heading: ``Concurrency``, or ``Request rate (req/s)`` for a rate sweep."""
-    return text.load_heading(part_loads(part))
+    return stats.load_heading(part_loads(part))
 
 
 def axis_value(load):
@@ -563,7 +563,7 @@ def verdict_section(
             first = point[metrics[0]]
             behind = [p for p in pairs + base_pairs if stats.cell_value(p[1], c, metrics[0]) is not None]
             rows.append(
-                [f"`{name}`", role, (text.load_tick(c), "num"),
+                [f"`{name}`", role, (stats.load_tick(c), "num"),
                  (f"{first['n_candidate']} / {first['n_baseline']}", "num")]
                 + [
                     (
@@ -623,7 +623,7 @@ def latency_table(part: dict, order: list[str], records: Records, synthetic: boo
             rows.append(
                 [
                     f"`{name}`",
-                    (text.load_tick(c), "num"),
+                    (stats.load_tick(c), "num"),
                     (str(max(point[m]["n"] for m in stats.LATENCY_METRICS)), "num"),
                     (", ".join(str(n) for n in served) or "—", "num"),
                 ]
@@ -654,7 +654,7 @@ def goodput_html(where: str, part: dict, order: list[str], synthetic: bool) -> s
     if not lines:
         return ""
     rows = [
-        [f"`{name}`", (text.load_tick(c), "num"), *((text.fmt_summary(arms[name]["points"][c][m], 3), "num")
+        [f"`{name}`", (stats.load_tick(c), "num"), *((text.fmt_summary(arms[name]["points"][c][m], 3), "num")
                                           for m in stats.GOODPUT_METRICS)]
         for name in names
         for c in arms[name]["concurrencies"]

@@ -789,12 +789,12 @@ def goodput_section(arms: dict, names: list[str], where: str, confidence: str, s
         "",
     ]
     rows = [
-        [arm_name, load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m], 3) for m in metrics)]
+        [arm_name, stats.load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m], 3) for m in metrics)]
         for arm_name in names
         for c in arms[arm_name]["concurrencies"]
     ]
     loads = [c for a in names for c in arms[a]["concurrencies"]]
-    out += table(["Arm", load_heading(loads), *(METRIC_LABELS[m] for m in metrics)], rows, synthetic,
+    out += table(["Arm", stats.load_heading(loads), *(METRIC_LABELS[m] for m in metrics)], rows, synthetic,
                  "---|---:|" + "---:|" * len(metrics))
     return out + [""]
 
@@ -807,7 +807,7 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
     confidence = f"{method['confidence'] * 100:g}%"
     verdict_metrics = [m for m, _ in stats.VERDICT_METRICS]
     where = f"`{host}`, workload `{workload}`"
-    column = load_heading([c for a in arms.values() for c in a["concurrencies"]])
+    column = stats.load_heading([c for a in arms.values() for c in a["concurrencies"]])
 
     out += [f"### A/A noise floor: {where}", ""]
     if not part["aa"]:
@@ -820,7 +820,7 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
             "",
         ]
         rows = [
-            [load_tick(c)] + [fmt_difference(point[m]) + f" {fmt_verdict(point[m])}" for m in verdict_metrics]
+            [stats.load_tick(c)] + [fmt_difference(point[m]) + f" {fmt_verdict(point[m])}" for m in verdict_metrics]
             for c, point in floor["points"].items()
         ]
         out += table(
@@ -843,7 +843,7 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
         for c, point in (arm["comparison"] or {}).items():
             first = point[verdict_metrics[0]]
             rows.append(
-                [arm_name, load_tick(c), f"{first['n_candidate']} / {first['n_baseline']}"]
+                [arm_name, stats.load_tick(c), f"{first['n_candidate']} / {first['n_baseline']}"]
                 + [f"{fmt_difference(point[m])} {fmt_verdict(point[m])}" for m in verdict_metrics]
             )
     if rows:
@@ -884,7 +884,7 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
         "",
     ]
     rows = [
-        [arm_name, load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m]) for m in shown)]
+        [arm_name, stats.load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m]) for m in shown)]
         for arm_name in names
         for c in arms[arm_name]["concurrencies"]
     ]
@@ -901,7 +901,7 @@ def workload_sections(host: str, workload: str, part: dict, synthetic: bool, ord
         "",
     ]
     rows = [
-        [arm_name, load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m]) for m in stats.LATENCY_METRICS)]
+        [arm_name, stats.load_tick(c), *(fmt_summary(arms[arm_name]["points"][c][m]) for m in stats.LATENCY_METRICS)]
         for arm_name in names
         for c in arms[arm_name]["concurrencies"]
     ]
@@ -1015,19 +1015,6 @@ def tier_pages(analysis: dict, docs_dir: Path, report_name: str) -> dict[Path, b
 
 
 # ---------------------------------------------------------------- chart
-
-
-def load_heading(loads) -> str:
-    """The heading of a table's load column: ``Concurrency``, or ``Request rate (req/s)`` for a
-    request-rate sweep's rates (stats.load_axis)."""
-    axis = stats.load_axis(loads)
-    return axis[0].upper() + axis[1:]
-
-
-def load_tick(load) -> str:
-    """A load under a heading or axis that names it (stats.load_axis): ``16``, or a request-rate
-    sweep's rate as a number (``0.5``; the heading says req/s)."""
-    return f"{load:g}" if isinstance(load, stats.RequestRate) else str(load)
 
 
 def build_png(analysis: dict, order: list[str]) -> bytes:
@@ -1148,7 +1135,7 @@ def build_png(analysis: dict, order: list[str]) -> bytes:
                 fontsize=7,
             )
         ax.set_xticks(range(len(ticks)))
-        ax.set_xticklabels([load_tick(c) for c in ticks])
+        ax.set_xticklabels([stats.load_tick(c) for c in ticks])
         ax.set_xlabel(stats.load_axis(ticks))
         ax.set_ylabel("Δ output tok/s vs baseline (%)")
         ax.set_title(f"{where}: ratio of geometric means, simultaneous CI (A/A = noise floor)")

@@ -52,6 +52,10 @@ from sglang_compare import (  # noqa: E402
     comparison_rows,
     concurrencies,
     interval_text,
+    load_axis,
+    load_heading,
+    load_tick,
+    load_words,
     ok_values,
     point_load,
     share_text,
@@ -217,7 +221,7 @@ def tier_table(record: dict, comparison: dict) -> list[str]:
     text table is made of, so both show the same numbers and verdicts.
     """
     lines = [
-        "| Concurrency | Output tok/s | Total tok/s | TPOT (ms) "
+        f"| {load_heading(concurrencies(record))} | Output tok/s | Total tok/s | TPOT (ms) "
         "| Δ output | Δ total | Δ TPOT | Verdict (output / total / TPOT) |",
         "|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
@@ -226,7 +230,7 @@ def tier_table(record: dict, comparison: dict) -> list[str]:
         by_concurrency.setdefault(row["concurrency"], []).append(row)
     for concurrency in concurrencies(record):
         rows = by_concurrency.get(concurrency, [])
-        cells = [str(concurrency)]
+        cells = [load_tick(concurrency)]
         cells += [fmt_summary(r["candidate"]) for r in rows] or ["—"] * len(METRICS)
         cells += [fmt_delta(r) for r in rows] or ["—"] * len(METRICS)
         verdicts = [VERDICT_MARK.get(r["verdict"], r["verdict"]) + ("" if r["in_family"] else "*") for r in rows]
@@ -251,14 +255,15 @@ def goodput_table(comparison: dict) -> list[str]:
         f"Goodput: the share of requests / of output tokens that met every limit of "
         f"{md_escape(comparison.get('goodput_slo_text'))} (descriptive, no verdict).",
         "",
-        "| Concurrency | Requests | Output tokens | Baseline requests | Baseline output tokens |",
+        f"| {load_heading(p['concurrency'] for p in points)} | Requests | Output tokens | Baseline requests "
+        "| Baseline output tokens |",
         "|---:|---:|---:|---:|---:|",
     ]
     for point in points:
         goodput = point["goodput"]
         cells = [share_text(goodput[m]["candidate"]) for m in GOODPUT_METRICS]
         cells += [share_text(goodput[m]["baseline"]) for m in GOODPUT_METRICS]
-        lines.append(f"| {point['concurrency']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {load_tick(point['concurrency'])} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -394,7 +399,7 @@ def status_block(records: list[dict], tier: str, confidence: float, baseline: st
             value = metric["candidate"]["median"] if metric["candidate"] else None
             delta = fmt_delta(metric)
             detail = (
-                f": output {fmt_num(value)} tok/s at concurrency {top['concurrency']}"
+                f": output {fmt_num(value)} tok/s at {load_words(top['concurrency'])}"
                 f" ({delta} vs {baseline}, {VERDICT_MARK.get(metric['verdict'], metric['verdict'])})"
             )
         lines.append(
@@ -430,6 +435,7 @@ def build_png(records: list[dict], catalog: list[dict], baseline: str) -> bytes:
     synthetic = is_synthetic(records)
     fig, axes = plt.subplots(len(hosts), 2, figsize=(12, 4.5 * len(hosts)), squeeze=False)
     order = tier_order(records, catalog, baseline)
+    axis = load_axis(c for r in records for c in concurrencies(r))
     for row, host in enumerate(hosts):
         mine = host_records(records, host)
         for col, (metric, label) in enumerate(
@@ -456,15 +462,15 @@ def build_png(records: list[dict], catalog: list[dict], baseline: str) -> bytes:
                 ax.set_xticks(ticks)
                 ax.xaxis.set_major_formatter(ScalarFormatter())
                 ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_xlabel("concurrency (log scale)")
+            ax.set_xlabel(f"{load_axis(ticks)} (log scale)")
             ax.set_ylabel(label)
-            ax.set_title(f"{host}: {label} vs concurrency")
+            ax.set_title(f"{host}: {label} vs {load_axis(ticks)}")
             ax.grid(True, which="both", alpha=0.3)
             if plotted:
                 ax.legend(fontsize=8)
             else:
                 ax.text(0.5, 0.5, "no successful run", ha="center", va="center", transform=ax.transAxes)
-    return labelled_png(fig, plt, "SGLang throughput vs concurrency", synthetic, watermark_size=44, top=0.96, dpi=100)
+    return labelled_png(fig, plt, f"SGLang throughput vs {axis}", synthetic, watermark_size=44, top=0.96, dpi=100)
 
 
 def labelled_png(fig, plt, title, synthetic, watermark_size, top, dpi):

@@ -247,6 +247,18 @@ def load_axis(loads):
     return "request rate (req/s)" if any(isinstance(load, RequestRate) for load in loads) else "concurrency"
 
 
+def load_heading(loads):
+    """The heading of a table's load column: ``Concurrency``, or ``Request rate (req/s)``."""
+    axis = load_axis(loads)
+    return axis[0].upper() + axis[1:]
+
+
+def load_tick(load):
+    """A load under a heading or on an axis that names it (load_heading, load_axis): ``16``, or a
+    rate as a number (``0.5``; the heading says req/s)."""
+    return f"{load:g}" if isinstance(load, RequestRate) else str(load)
+
+
 def ok_values(record, concurrency, metric):
     """The metric's values over the record's ok points at one load (point_load: a concurrency, or a rate)."""
     return [

@@ -77,7 +77,9 @@ try:  # Inside AnsiballZ.
         VERDICT_METRICS,
         RequestRate,  # noqa: F401 - for tools/: the loads' own class and labels
         load_axis,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_heading,  # noqa: F401 - for tools/: the loads' own class and labels
         load_label,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_tick,  # noqa: F401 - for tools/: the loads' own class and labels
         load_words,  # noqa: F401 - for tools/: the loads' own class and labels
         model_key,
         parse_load_key,
@@ -112,7 +114,9 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
         VERDICT_METRICS,
         RequestRate,  # noqa: F401 - for tools/: the loads' own class and labels
         load_axis,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_heading,  # noqa: F401 - for tools/: the loads' own class and labels
         load_label,  # noqa: F401 - for tools/: the loads' own class and labels
+        load_tick,  # noqa: F401 - for tools/: the loads' own class and labels
         load_words,  # noqa: F401 - for tools/: the loads' own class and labels
         model_key,
         parse_load_key,

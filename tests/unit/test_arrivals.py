@@ -256,3 +256,22 @@ def test_the_campaign_report_shows_a_sweeps_calibration_by_rate():
     assert "| output tok/s per request rate (req/s) |" in section
     assert f"{labels[0]}: " in section and section.count("| Host (SYNTHETIC) |") == 2
 
+
+
+def test_the_throughput_report_labels_a_sweep_by_its_rates():
+    import report
+    from helpers.reports import png_text_chunks
+
+    # sweep_record's records are the simulator's (target_is_simulator) only where asked: here both are.
+    ledger = [dict(sweep_record("b", "baseline", {0.5: 100.0, 1.5: 250.0}), target_is_simulator=True,
+                   recorded_at="2026-12-01T00:00:00Z", run_id="b"),
+              dict(sweep_record("t", "t", {0.5: 110.0, 1.5: 200.0}), target_is_simulator=True,
+                   recorded_at="2026-12-01T00:01:00Z", run_id="t")]
+    rates = compare.concurrencies(ledger[-1])
+    table = report.tier_table(ledger[-1], compare.compare_record(ledger[-1], ledger))
+    assert table[0].startswith("| Request rate (req/s) | Output tok/s")
+    assert [row.split("|")[1].strip() for row in table[2:]] == [f"{rate:g}" for rate in rates]
+    block = report.status_block(ledger, "t", 0.95, "baseline")
+    assert f"tok/s at {compare.load_label(max(rates))} (" in block and "concurrency" not in block
+    chunks = png_text_chunks(report.build_png(ledger, [], "baseline"))
+    assert chunks["Title"].endswith("SGLang throughput vs request rate (req/s)") and "SYNTHETIC" in chunks["Title"]

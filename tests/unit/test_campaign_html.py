@@ -336,7 +336,7 @@ def test_the_png_chart_beside_the_page_labels_a_rate_sweep_by_its_rates(tmp_path
     assert "concurrency" not in " ".join(labels) and "request rate (req/s) (log scale)" in labels
     (diff,) = [ticks for xlabel, ticks, _ in seen["axes"] if xlabel == "request rate (req/s)"]
     rates = sorted(SWEEP_RATES.values())
-    assert diff == [campaign_report.load_tick(c) for c in loads] == [f"{rate:g}" for rate in rates]
+    assert diff == [stats.load_tick(c) for c in loads] == [f"{rate:g}" for rate in rates]
     notes = [t for _, _, texts in seen["axes"] for t in texts]
     assert {stats.load_label(c) for c in loads} <= set(notes) and not any(t.startswith("c=") for t in notes)
     assert "SYNTHETIC" in notes  # simulator records: the watermark on every axes
@@ -356,7 +356,7 @@ def test_the_markdown_beside_the_page_labels_a_rate_sweep_by_its_rates(tmp_path)
     assert "Concurrency" not in markdown and "c=" not in markdown
     medians = markdown.split("### Medians of the repeats")[1].split("###")[0]
     ticks = {line.split("|")[2].strip() for line in medians.splitlines() if line.startswith("| baseline |")}
-    assert ticks == {campaign_report.load_tick(c) for c in loads} == {f"{r:g}" for r in SWEEP_RATES.values()}
+    assert ticks == {stats.load_tick(c) for c in loads} == {f"{r:g}" for r in SWEEP_RATES.values()}
     floor = part["aa"][0]
     assert campaign_report.fmt_widest(floor).endswith(f" at {stats.load_label(floor['widest']['concurrency'])})")
     assert " req/s)" in campaign_report.fmt_widest(floor)
