@@ -297,3 +297,17 @@ def replay_stop(entries: list[dict], settings: dict | None = None):
         sleep=clock.sleep,
     )
     return {r["pid"] - PID_OFFSET: r for r in records}, timings
+
+
+# bench_serving's own output files of the H200 machine's phases a and b (the top folder's work/).
+REAL_RAW = REPO / "tests" / "fixtures" / "real-sglang" / "0.5.17-h200-tp1" / "work" / "results" / "raw"
+
+
+def real_result(name: str = "c16_r0.jsonl") -> dict:
+    """The first recorded bench_serving result ``name`` (its last line) with completed requests and
+    per-request inter-token gaps, from the real-SGLang raw output under REAL_RAW."""
+    for path in sorted(REAL_RAW.glob(f"*/{name}")):
+        result = json.loads(path.read_text().splitlines()[-1])
+        if result.get("completed") and any(result.get("itls") or []):
+            return result
+    raise AssertionError(f"no recorded {name} with completed requests")

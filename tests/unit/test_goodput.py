@@ -14,18 +14,8 @@ import math
 import pytest
 import sglang_bench_points as points
 import sglang_point_window as window
-from helpers.paths import REPO
+from helpers.recordings import real_result
 from sglang_workload_options import workload_problems
-
-RAW = REPO / "tests" / "fixtures" / "real-sglang" / "0.5.17-h200-tp1" / "work" / "results" / "raw"
-
-
-def real_result(name="c16_r0.jsonl"):
-    for path in sorted(RAW.glob(f"*/{name}")):
-        result = json.loads(path.read_text().splitlines()[-1])
-        if result.get("completed") and any(result.get("itls") or []):
-            return result
-    raise AssertionError(f"no recorded {name} with completed requests")
 
 
 def made(ttfts, latencies, lens, errors=None):

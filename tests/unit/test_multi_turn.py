@@ -18,6 +18,7 @@ import sglang_preflight as pf
 import sglang_workload_catalogue as catalogue
 import yaml
 from helpers.paths import REPO
+from helpers.recordings import real_result
 from sglang_workload_options import BACKEND, MULTI_TURN_BACKEND, workload_problems
 
 DATA = yaml.safe_load((REPO / "data" / "benchmark.yml").read_text())
@@ -26,7 +27,6 @@ WORKLOADS = catalogue.check_catalogue(
     json.loads((REPO / "data" / "workloads.schema.json").read_text()),
     DATA,
 )
-RAW = REPO / "tests" / "fixtures" / "real-sglang" / "0.5.17-h200-tp1" / "work" / "results" / "raw"
 NAME = "multi-turn-shared-prefix"
 
 
@@ -90,13 +90,6 @@ def test_the_last_turn_must_fit_the_context_before_the_stop():
     assert len(found) == 1 and f"{prompt} prompt + {output} output" in found[0]["message"]
     assert pf.context_problems(cfg, {"flags": {"--context-length": prompt + output + 1}}) == []
 
-
-def real_result(name="c16_r0.jsonl"):
-    for path in sorted(RAW.glob(f"*/{name}")):
-        result = json.loads(path.read_text().splitlines()[-1])
-        if result.get("completed") and any(result.get("itls") or []):
-            return result
-    raise AssertionError(f"no recorded {name} with completed requests")
 
 
 def test_a_point_completes_when_every_turn_of_every_conversation_did(tmp_path):

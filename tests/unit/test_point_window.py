@@ -16,16 +16,7 @@ import sglang_point_window as window
 import sglang_stats as stats
 from campaign_report import fmt_summary
 from helpers.paths import REPO
-
-RAW = REPO / "tests" / "fixtures" / "real-sglang" / "0.5.17-h200-tp1" / "work" / "results" / "raw"
-
-
-def real_result(name="c1_r0.jsonl"):
-    for path in sorted(RAW.glob(f"*/{name}")):
-        result = json.loads(path.read_text().splitlines()[-1])
-        if result.get("completed") and any(result.get("itls") or []):
-            return result
-    raise AssertionError(f"no recorded {name} with completed requests")
+from helpers.recordings import real_result as _real_result
 
 
 def grown(result, requests):
@@ -237,3 +228,7 @@ def test_a_too_short_point_is_shown_and_in_no_verdict():
     assert point["metrics"]["output_throughput"]["candidate"]["n"] == 2
     assert point["metrics"]["output_throughput"]["candidate"]["median"] == pytest.approx(150.5)
     assert "c=16: too_short, in no verdict (it lasted 0.41 s" in compare.format_table(result)
+
+
+def real_result(name="c1_r0.jsonl"):
+    return _real_result(name)
