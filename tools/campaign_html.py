@@ -650,8 +650,7 @@ def goodput_html(where: str, part: dict, order: list[str], synthetic: bool) -> s
     goodput_slo; empty for a workload without one."""
     arms = part["arms"]
     names = text.arm_order(list(arms), arms, order)
-    lines = text.goodput_section(arms, names, where, "", synthetic)
-    if not lines:
+    if not text.has_goodput(arms, names):
         return ""
     rows = [
         [f"`{name}`", (stats.load_tick(c), "num"), *((text.fmt_summary(arms[name]["points"][c][m], 3), "num")

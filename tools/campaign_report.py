@@ -767,18 +767,22 @@ def precision_section(arms: dict, names: list[str], where: str, confidence: str,
     return out + [""]
 
 
+def has_goodput(arms: dict, names: list[str]) -> bool:
+    """Whether any cell of these arms has a goodput share, measured or withheld for its sample size."""
+    return any(
+        (point[m]["median"] is not None or point[m].get("withheld"))
+        for a in names
+        for point in arms[a]["points"].values()
+        for m in stats.GOODPUT_METRICS
+    )
+
+
 def goodput_section(arms: dict, names: list[str], where: str, confidence: str, synthetic: bool) -> list:
     """The goodput table (a workload with a goodput_slo): per arm and concurrency, the median over the
     repeats of the share of requests, and of output tokens, that met every limit; ``n/a (n=8)`` where a
     cell's share came from fewer requests than its attainment needs. Empty when no cell has one."""
     metrics = stats.GOODPUT_METRICS
-    present = any(
-        (point[m]["median"] is not None or point[m].get("withheld"))
-        for a in names
-        for point in arms[a]["points"].values()
-        for m in metrics
-    )
-    if not present:
+    if not has_goodput(arms, names):
         return []
     out = [
         f"### Goodput: {where}",

@@ -221,11 +221,16 @@ GOODPUT_KEYS = {
 }
 
 
+def goodput_attainment(slo):
+    """The share of requests the workload's goodput_slo asks to meet its limits (DEFAULT_ATTAINMENT unless it says)."""
+    attainment = (slo or {}).get("attainment")
+    return float(DEFAULT_ATTAINMENT if attainment is None else attainment)
+
+
 def goodput_min_samples(slo):
     """The requests a goodput share needs: as a percentile at the workload's attainment (a share of
     at least 0.9 met is the statement "the 0.9-quantile is within the limit"), ceil(1 / (1 - attainment))."""
-    attainment = (slo or {}).get("attainment")
-    return min_samples(float(DEFAULT_ATTAINMENT if attainment is None else attainment))
+    return min_samples(goodput_attainment(slo))
 
 
 def apply_goodput(point, block, slo):
@@ -236,8 +241,7 @@ def apply_goodput(point, block, slo):
     if not block:
         return point
     need = goodput_min_samples(slo)
-    attainment = (slo or {}).get("attainment")
-    block = dict(block, attainment=float(DEFAULT_ATTAINMENT if attainment is None else attainment), min_n=need)
+    block = dict(block, attainment=goodput_attainment(slo), min_n=need)
     point["goodput"] = block
     for key, source in GOODPUT_KEYS.items():
         value = block.get(source)

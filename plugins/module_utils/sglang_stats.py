@@ -76,6 +76,7 @@ try:  # Inside AnsiballZ.
         METRICS,
         VERDICT_METRICS,
         RequestRate,  # noqa: F401 - for tools/: the loads' own class and labels
+        concurrencies,
         load_axis,  # noqa: F401 - for tools/: the loads' own class and labels
         load_heading,  # noqa: F401 - for tools/: the loads' own class and labels
         load_label,  # noqa: F401 - for tools/: the loads' own class and labels
@@ -113,6 +114,7 @@ except ImportError:  # pytest and tools/ scripts put module_utils on sys.path.
         METRICS,
         VERDICT_METRICS,
         RequestRate,  # noqa: F401 - for tools/: the loads' own class and labels
+        concurrencies,
         load_axis,  # noqa: F401 - for tools/: the loads' own class and labels
         load_heading,  # noqa: F401 - for tools/: the loads' own class and labels
         load_label,  # noqa: F401 - for tools/: the loads' own class and labels
@@ -419,10 +421,7 @@ def calibration_entry(record, index=None):
     """What the report lists of one calibration record: where, its status, and CALIBRATION_METRIC
     per concurrency (cell_value)."""
     meta = record.get("campaign") or {}
-    concurrencies = sorted(
-        {point_load(p) for p in record.get("points") or [] if point_load(p) is not None}
-    )
-    values = {c: cell_value(record, c, CALIBRATION_METRIC) for c in concurrencies}
+    values = {c: cell_value(record, c, CALIBRATION_METRIC) for c in concurrencies(record)}
     return {
         "host": record.get("host"),
         "cell": meta.get("cell"),
@@ -559,12 +558,10 @@ def _workload_analysis(cells, options):
     used_records = {}
     for arm in arms.values():
         used = used_records[arm["arm"]] = arm.pop("_used")
-        concurrencies = sorted(
-            {point_load(p) for r in used for p in r.get("points") or [] if point_load(p) is not None}
-        )
-        arm["concurrencies"] = concurrencies
+        loads = sorted(set().union(*(concurrencies(r) for r in used)))
+        arm["concurrencies"] = loads
         arm["points"] = {}
-        for concurrency in concurrencies:
+        for concurrency in loads:
             values = {m: [] for m in SUMMARY_METRICS}
             for record in used:
                 for metric in SUMMARY_METRICS:
