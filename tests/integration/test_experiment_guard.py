@@ -225,7 +225,12 @@ def test_a_named_workload_runs_through_bench_serving_and_is_recorded(lab, baseli
     assert (workload["name"], workload["dataset_name"], workload["gsp_num_groups"], workload["gsp_system_prompt_len"]) \
         == ("generated-shared-prefix", "generated-shared-prefix", 2, 2048)
     (point,) = record["points"]
-    assert (point["num_prompts"], point["completed"], point["status"]) == (8, 8, "ok"), point
+    # The planned point is 2 groups x 4 prompts. A first run shorter than the inventory's window is
+    # run once more, re-sized in whole groups (sized.first keeps the first run): how often that
+    # happens depends on the machine's speed, so either way the planned 8 are the first run.
+    first = (point.get("sized") or {}).get("first", {}).get("num_prompts", point["num_prompts"])
+    assert first == 8 and point["num_prompts"] % 2 == 0, point
+    assert (point["completed"], point["status"]) == (point["num_prompts"], "ok"), point
     command = point["command"]
     assert command[command.index("--gsp-prompts-per-group") + 1] == "4"
     assert command[command.index("--dataset-name") + 1] == "generated-shared-prefix"
