@@ -256,10 +256,10 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 
 def regex_items(entries):
     """Every regex of the raw catalogue entries: (class, field, regex) for each item of
-    `regex`, `after` and `near` (a list counts item by item)."""
+    `regex`, `after`, `near` and `unless` (a list counts item by item)."""
     items = []
     for entry in entries:
-        for field in ("regex", "after", "near"):
+        for field in ("regex", "after", "near", "unless"):
             value = entry.get(field)
             if value is None:
                 continue

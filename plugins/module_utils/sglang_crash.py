@@ -35,7 +35,9 @@
 #      and the class is that process's crash (`scheduler_exception`) with the same root cause;
 #      for a "Fatal Python error" root cause, faulthandler's thread dump BELOW it is searched too.
 #      `exited` entries never match a live process's log (match_line skips them), so they cannot
-#      flag a healthy server whose request errors print the same frames.
+#      flag a healthy server whose request errors print the same frames. An exited entry's
+#      `unless` regex (a frame of the main process's launch path) anywhere in that traceback or
+#      dump keeps the entry from naming it.
 
 from __future__ import annotations
 
@@ -159,6 +161,8 @@ def compile_catalog(entries):
             raise CatalogError(f"{where}: a hint entry must not be fatal")
         if entry.get("exited") and (not entry["fatal"] or entry["regex"] is None):
             raise CatalogError(f"{where}: an exited entry must be fatal and have a regex")
+        if entry.get("unless") and not entry.get("exited"):
+            raise CatalogError(f"{where}: only an exited entry may have `unless`")
         if entry.get("outcome") not in (None, STOPPED_OUTCOME):
             raise CatalogError(f"{where}: outcome must be {STOPPED_OUTCOME!r}")
         if entry.get("outcome") and entry["fatal"]:
@@ -173,6 +177,7 @@ def compile_catalog(entries):
         item["pattern"] = None if entry["regex"] is None else _compile(entry["regex"], where)
         item["after_pattern"] = _compile(entry["after"], where + " after") if entry.get("after") else None
         item["near_pattern"] = _compile(entry["near"], where + " near") if entry.get("near") else None
+        item["unless_pattern"] = _compile(entry["unless"], where + " unless") if entry.get("unless") else None
         item["near_lines"] = int(entry.get("near_lines", DEFAULT_NEAR_LINES))
         compiled.append(item)
     return compiled
@@ -501,9 +506,17 @@ def exited_match(catalog, lines, position):
                 break
             high += 1
     entries = [entry for entry in catalog if entry.get("exited")]
+    # an entry's `unless` (a frame of another process: the main process's launch path) anywhere in
+    # the same traceback or dump vetoes it there
+    vetoed = {
+        entry["index"]
+        for entry in entries
+        if entry.get("unless_pattern") is not None
+        and any(entry["unless_pattern"].search(lines[i]) for i in range(low, high))
+    }
     for line_position in range(low, high):
         for entry in entries:
-            if entry["pattern"].search(lines[line_position]):
+            if entry["index"] not in vetoed and entry["pattern"].search(lines[line_position]):
                 return line_position, entry
     return None
 

@@ -1042,3 +1042,69 @@ def test_only_the_faulthandler_dump_below_a_fatal_error_counts(catalog):
     cut = lines[: fatal + 1] + ["[2025-03-20 10:00:00] INFO:     127.0.0.1:4000 - \"POST /generate HTTP/1.1\" 200 OK"]
     report = sglang_crash.classify_outcome(catalog, cut + lines[fatal + 1 :], exited=True)["report"]
     assert report["crash_class"] == "unclassified_crash" and report["root_cause_line"] == "Fatal Python error: Aborted"
+
+
+def _cut_at_top(relative, first):
+    """A real log as a paste that starts inside its traceback: from the first line holding
+    ``first`` on (no header, no run_scheduler_process frame above it)."""
+    lines = _corpus_lines(relative)
+    return lines[next(i for i, line in enumerate(lines) if first in line) :]
+
+
+def test_a_traceback_cut_at_its_top_is_named_by_the_scheduler_code_it_ran(catalog):
+    # fit i55 (0.1.x) from its models/llama2.py frame on: no header, no model_rpc.py frame, only
+    # model code (models/, layers/) that no process but the scheduler (TP worker) runs
+    lines = _cut_at_top("scheduler_exception/i55-run-batch-model-rpc-negative-dimension.log", "models/llama2.py")
+    assert sglang_crash.classify_burst(catalog, lines) is None
+    report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
+    assert report["crash_class"] == "scheduler_exception" and report["fallback"] is False
+    assert "models/llama2.py" in report["crash_line"]
+    assert report["root_cause_line"].startswith("RuntimeError: Trying to create tensor with negative dimension")
+    # the same lines of a live process stay clean
+    assert sglang_crash.classify_outcome(catalog, lines, exited=False)["outcome"] == sglang_crash.OUTCOME_CLEAN
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "unclassified_crash/i4862-qwen25-omni-config-no-hidden-size.log",
+        # the main process's launch path calls layers/quantization/gptq.py from the model config:
+        # its frames are vetoed by the launch-path frames of the same traceback (`unless`)
+        "unclassified_crash/i7583-v048-qwen3-gptq-check-marlin-nameerror.log",
+    ],
+)
+def test_model_code_called_from_the_launch_path_keeps_the_fallback(catalog, relative):
+    report = sglang_crash.classify_outcome(catalog, _corpus_lines(relative), exited=True)["report"]
+    assert report["crash_class"] == "unclassified_crash" and report["fallback"] is True
+
+
+def test_an_import_time_frame_does_not_name_the_scheduler(catalog):
+    # every process imports the model code: a frame "in <module>" says nothing about which died
+    frame = '  File "/sgl/python/sglang/srt/layers/logits_processor.py", line 3, in <module>'
+    lines = ["Traceback (most recent call last):", frame, "    import foo", "ImportError: libfoo.so: cannot open"]
+    report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
+    assert report["crash_class"] == "unclassified_crash"
+    runtime = lines[:1] + [frame.replace("<module>", "forward")] + lines[2:]
+    assert sglang_crash.classify_outcome(catalog, runtime, exited=True)["report"]["crash_class"] == "scheduler_exception"
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # 0.5.10.post1's scheduler mixins, 0.5.17 / 0.5.23's scheduler_components, 0.2.x's controller
+        '  File "/sgl/python/sglang/srt/managers/scheduler_output_processor_mixin.py", line 200, in process_batch_result_decode',
+        '  File "/sgl/python/sglang/srt/managers/scheduler_components/batch_result_processor.py", line 88, in process',
+        '  File "/env/lib/python3.10/site-packages/sglang/srt/managers/controller/tp_worker.py", line 188, in exposed_step',
+        '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 310, in capture',
+    ],
+)
+def test_scheduler_only_frames_of_every_layout_name_a_dead_scheduler(catalog, frame):
+    lines = ["Traceback (most recent call last):", frame, "    x()", "ValueError: bad"]
+    report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
+    assert report["crash_class"] == "scheduler_exception" and report["crash_line"] == frame
+
+
+def test_unless_belongs_to_exited_entries_only():
+    entry = {"class": "x", "regex": "y", "explanation": "e", "remedy": "r", "fatal": True, "unless": "z"}
+    with pytest.raises(sglang_crash.CatalogError, match="unless"):
+        sglang_crash.compile_catalog([entry])
