@@ -323,6 +323,8 @@ SOURCE_SWEEP = {
     ("port_in_use", "Could not bind port [0-9]+ on any configured address family"): (
         "0.5.10.post1", "0.5.17", "0.5.23"),
     ("scheduler_exception", "DataParallelController hit an exception"): ("0.5.10.post1", "0.5.17", "0.5.23"),
+    # srt/ray/scheduler_actor.py: the Ray actor's own crash line
+    ("scheduler_exception", "Scheduler PP[0-9]+ TP[0-9]+ crashed: "): ("0.5.10.post1", "0.5.17", "0.5.23"),
     ("scheduler_exception", "Initialization failed\\. Please see the error messages above"): (
         "0.5.10.post1", "0.5.17", "0.5.23"),
 }

@@ -945,6 +945,9 @@ def test_a_missing_module_is_missing_dependency_only_as_an_exception_line(catalo
         # pasted without its header
         '  File "~/miniconda3/envs/sglang/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 2747, '
         "in run_scheduler_process",
+        # sglang 0.5.10.post1 / 0.5.17 / 0.5.23 srt/ray/scheduler_actor.py (format rendered): a
+        # scheduler run as a Ray actor
+        "[2026-01-05 10:00:00] Scheduler PP0 TP3 crashed: list index out of range",
     ],
 )
 def test_old_and_headerless_scheduler_crash_lines_are_generic(catalog, line):
@@ -970,6 +973,13 @@ def test_old_and_headerless_scheduler_crash_lines_are_generic(catalog, line):
 def test_lines_near_the_old_headers_are_not_crash_lines(catalog, line):
     entry = sglang_crash.match_line(catalog, line, context=([line], 0))
     assert entry is None or not entry["fatal"], entry and entry["class"]
+
+
+def test_the_ray_actors_crash_line_gives_way_to_a_cause_on_the_same_line(catalog):
+    # rule 1: "Scheduler PP0 TP0 crashed: {e}" carries the exception's text; a specific entry
+    # that matches it (an OOM at load) comes first in the catalogue
+    line = "[2026-01-05 10:00:00] Scheduler PP0 TP0 crashed: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert sglang_crash.match_line(catalog, line, context=([line], 0))["class"] == "cuda_oom_load"
 
 
 # --------------------------------------------------------------------------- rule 7: which process died
