@@ -323,6 +323,10 @@ SOURCE_SWEEP = {
     ("port_in_use", "Could not bind port [0-9]+ on any configured address family"): (
         "0.5.10.post1", "0.5.17", "0.5.23"),
     ("scheduler_exception", "DataParallelController hit an exception"): ("0.5.10.post1", "0.5.17", "0.5.23"),
+    # models/*.py load_weights, model_loader/loader.py: a checkpoint weight without a parameter
+    ("weights_mismatch", "Weight \\S+ not found in params_dict"): ("0.5.10.post1", "0.5.17", "0.5.23"),
+    ("weights_mismatch", "Parameter '[^']+' not found in (?:MTP )?model\\."): ("0.5.10.post1", "0.5.17", "0.5.23"),
+    ("weights_mismatch", "Missing keys .+ in loaded state!"): ("0.5.10.post1", "0.5.17", "0.5.23"),
     # srt/ray/scheduler_actor.py: the Ray actor's own crash line
     ("scheduler_exception", "Scheduler PP[0-9]+ TP[0-9]+ crashed: "): ("0.5.10.post1", "0.5.17", "0.5.23"),
     ("scheduler_exception", "Initialization failed\\. Please see the error messages above"): (

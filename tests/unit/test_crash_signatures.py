@@ -864,6 +864,28 @@ def test_a_weight_name_keyerror_in_a_load_path_is_weights_mismatch(catalog):
     assert alone["crash_class"] != "weights_mismatch"
 
 
+@pytest.mark.parametrize(
+    "line, fatal",
+    [
+        # sglang 0.5.10.post1 / 0.5.17 / 0.5.23 (format rendered): the raises of load_weights / the loader
+        ("ValueError: Weight model.layers.0.mlp.gate.e_score_correction_bias not found in params_dict", True),
+        ("KeyError: \"Parameter 'lm_head.weight' not found in model.\"", True),
+        ("KeyError: \"Parameter 'model.layers.61.eh_proj.weight' not found in MTP model.\"", True),
+        ("ValueError: Missing keys ('model.norm.weight',) in loaded state!", True),
+        # the warnings of the same wording that skip the weight and load on: a healthy start prints them
+        ("[2026-01-05 10:00:00 TP0] Parameter model.layers.0.self_attn.k_scale not found in params_dict, skip loading", False),
+        ("[2026-01-05 10:00:00 TP0] Parameter lm_head.weight not found in model.", False),
+        ("[2026-01-05 10:00:00 TP0] Parameter model.mtp.weight not found in params_dict", False),
+    ],
+)
+def test_sglangs_own_load_weights_raises_are_weights_mismatch(catalog, line, fatal):
+    entry = sglang_crash.match_line(catalog, line, context=([line], 0))
+    if fatal:
+        assert entry is not None and entry["class"] == "weights_mismatch"
+    else:
+        assert entry is None or not entry["fatal"], entry and entry["class"]
+
+
 def test_a_segfault_is_nccl_error_only_with_nccl_frames_near_it(catalog):
     # corpus nccl_error/i2803-dsv3-nccl-sigsegv-gloo-closed.log (fit since the change after cohort 6):
     # UCX's segfault line, then a native backtrace through NCCL's own functions
