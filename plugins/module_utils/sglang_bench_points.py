@@ -997,8 +997,12 @@ def plan_points(
 
 def point_tags(spec):
     """What a ledger point takes from its planned point beyond bench_serving's result: the request
-    rate of a request-rate sweep's point (its key in the comparison, sglang_compare.point_load)."""
-    return {"request_rate": spec["request_rate"]} if spec.get("request_rate") is not None else {}
+    rate of a request-rate sweep's point (its key in the comparison, sglang_compare.point_load), and
+    ``pinned`` when it started from the prompt count the host kept for it (sglang_point_sizes)."""
+    tags = {"request_rate": spec["request_rate"]} if spec.get("request_rate") is not None else {}
+    if spec.get("pinned"):
+        tags["pinned"] = dict(spec["pinned"])
+    return tags
 
 
 def default_timeout(n_points, point_timeout):

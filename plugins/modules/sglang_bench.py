@@ -99,6 +99,16 @@ options:
         and a standby client of another command is ended.
       - The result's C(client_runs[0].standby) says which happened.
     type: path
+  sizes_file:
+    description:
+      - JSON file on the host that keeps, per point (its bench_serving arguments and window), the
+        most prompts a run of it has sent. A point with a measurement window starts at that count
+        when it is larger than its planned one, and the points of this run add theirs. Every start
+        of one workload then sends the same prompts, and arms of one comparison too
+        (module_utils sglang_point_sizes; docs/benchmark.md, "Prompt counts kept across starts").
+      - A point that started from it carries C(pinned) (C(planned), C(num_prompts)).
+      - Unset - no count is kept or used.
+    type: path
   point_timeout:
     description:
       - Seconds one point may run - a deadline inside the client process
@@ -306,6 +316,8 @@ from ansible.module_utils.sglang_bench_points import (
     tail,
 )
 from ansible.module_utils.sglang_ledger import POINT_FAILED
+from ansible.module_utils.sglang_point_sizes import load as load_sizes
+from ansible.module_utils.sglang_point_sizes import pin, remember
 from ansible.module_utils.sglang_process import Interrupted, raise_on_sigterm
 from ansible.module_utils.sglang_provenance import (
     PROVENANCE_ARGUMENT_SPEC,
@@ -489,6 +501,7 @@ def main():
         fail_on_incomplete=dict(type="bool", default=True),
         tier=dict(type="str"),
         standby_dir=dict(type="path"),
+        sizes_file=dict(type="path"),
     )
     argument_spec.update(WORKLOAD_ARGUMENT_SPEC)
     argument_spec.update(CLIENT_ARGUMENT_SPEC)
@@ -527,24 +540,35 @@ def main():
     if not p["tokenizer"]:
         p["tokenizer"] = _server_tokenizer(module)
 
+    def client_argv(spec):
+        return build_client_argv(
+            [],
+            host=p["address"],
+            port=p["port"],
+            concurrency=spec["concurrency"],
+            num_prompts=spec["num_prompts"],
+            output_file=spec["output_file"],
+            tokenizer=p["tokenizer"],
+            request_rate=spec.get("request_rate", workload["request_rate"]),
+            model=p["model"],
+            served_model_name=p["served_model_name"],
+            output_details=p["output_details"],
+            warmup_requests=point_warmup_requests(p["client_warmup_requests"], bool(warmup)),
+            extra_args=p["extra_args"],
+            **client_settings(workload),
+        )
+
+    sizes = load_sizes(p["sizes_file"])
     try:
         for spec in specs:
-            spec["argv"] = build_client_argv(
-                [],
-                host=p["address"],
-                port=p["port"],
-                concurrency=spec["concurrency"],
-                num_prompts=spec["num_prompts"],
-                output_file=spec["output_file"],
-                tokenizer=p["tokenizer"],
-                request_rate=spec.get("request_rate", workload["request_rate"]),
-                model=p["model"],
-                served_model_name=p["served_model_name"],
-                output_details=p["output_details"],
-                warmup_requests=point_warmup_requests(p["client_warmup_requests"], bool(warmup)),
-                extra_args=p["extra_args"],
-                **client_settings(workload),
-            )
+            spec["argv"] = client_argv(spec)
+            # A point this host sized before starts at that size (sglang_point_sizes): every start of one
+            # workload sends the same prompts.
+            kept = pin(spec, sizes, workload.get("gsp_num_groups"))
+            if kept:
+                spec["pinned"] = {"planned": spec["num_prompts"], "num_prompts": kept}
+                spec["num_prompts"] = kept
+                spec["argv"] = client_argv(spec)
     except ValueError as exc:
         module.fail_json(
             msg="sglang_bench: the workload's bench_serving arguments cannot be built (request_rate {!r}): {}.".format(
@@ -623,6 +647,10 @@ def main():
             points=[],
             cmd=command,
         )
+    try:
+        remember(p["sizes_file"], specs, points)
+    except OSError as exc:  # a hint for the next run, never a reason to lose this one's points
+        module.warn(f"sglang_bench: cannot keep the points' prompt counts in {p['sizes_file']}: {exc}")
     runs = outcome.get("runs") or [{}]
     # Whether the first client process was the standby one, imported while the server loaded.
     client["standby"] = bool(runs[0].get("standby"))

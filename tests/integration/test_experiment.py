@@ -79,12 +79,15 @@ def check_points(record):
     assert [p["concurrency"] for p in record["points"]] == concurrency
     min_duration = LOCAL_VARS.get("sglang_bench_min_duration_s")
     for point in record["points"]:
-        planned = num_prompts(point["concurrency"])
+        planned = start = num_prompts(point["concurrency"])
+        if point.get("pinned"):  # an earlier run of this point on the host sent more: it starts there
+            assert point["pinned"]["planned"] == planned < point["pinned"]["num_prompts"], point
+            start = point["pinned"]["num_prompts"]
         if point.get("sized"):  # ended short of its window: run once more, sized from its own rate
-            assert point["sized"]["first"]["num_prompts"] == planned < point["num_prompts"]
+            assert point["sized"]["first"]["num_prompts"] == start < point["num_prompts"]
             assert point["sized"]["first"]["duration"] < min_duration
         else:
-            assert point["num_prompts"] == planned
+            assert point["num_prompts"] == start
         assert point["completed"] == point["num_prompts"]
         if point["status"] == "too_short":
             # On a loaded machine a sized point can run faster the second time and still end short:
@@ -142,6 +145,12 @@ def test_flag_tier_after_the_baseline(lab, baseline):
     record = records[-1]
     assert record["tier"] == tier and record["status"] == "success" and record["failure"] is None
     check_points(record)
+
+    # Both arms sent the same prompts: the host kept each point's prompt count (sglang_point_sizes), so
+    # the tier's points started at least where the baseline's ended.
+    for mine, theirs in zip(record["points"], baseline_record["points"], strict=True):
+        first = (mine.get("sized") or {}).get("first", {}).get("num_prompts", mine["num_prompts"])
+        assert first >= theirs["num_prompts"], (mine, theirs)
 
     # Provenance: what role sglang_launch rendered and the lifecycle started.
     handed = task_results(runner, "Keep the launch for the steps of the cycle")[0]
