@@ -685,7 +685,7 @@ def format_table(comparison, host=None, synthetic=False):
         title += " - SYNTHETIC numbers from the simulator"
     rows = comparison_rows(comparison)
     # A request-rate sweep's points are keyed by their rate (point_load).
-    load = "req/s" if any(isinstance(r["concurrency"], RequestRate) for r in rows) else "c"
+    load = "req/s" if load_axis([r["concurrency"] for r in rows]) != "concurrency" else "c"
     lines = [title, row.format(load, "metric", "baseline", "tier", "delta", "interval", "n", "verdict")]
     for r in rows:
         lines.append(

@@ -30,9 +30,14 @@ import re
 import time
 
 try:  # Inside AnsiballZ.
-    from ansible.module_utils.sglang_bench_points import goodput_min_samples, min_samples, percentile_quantile
+    from ansible.module_utils.sglang_bench_points import (
+        GOODPUT_KEYS,
+        goodput_min_samples,
+        min_samples,
+        percentile_quantile,
+    )
 except ImportError:  # pytest and tools put module_utils on sys.path.
-    from sglang_bench_points import goodput_min_samples, min_samples, percentile_quantile
+    from sglang_bench_points import GOODPUT_KEYS, goodput_min_samples, min_samples, percentile_quantile
 
 # Metric names are the keys of bench_serving's result line, as a ledger point
 # carries them (sglang_bench_points.METRIC_KEYS): latencies in ms (an SLO
@@ -44,8 +49,8 @@ LATENCY_METRIC = re.compile(r"^(mean|median|std|p\d{1,2}(?:\.\d+)?)_(ttft|tpot|i
 THROUGHPUT_METRICS = ("request_throughput", "input_throughput", "output_throughput", "total_throughput")
 # Goodput (sglang_bench_points.GOODPUT_KEYS), counted against the workload's goodput_slo: the shares
 # (0 to 1) and the requests per second that met every limit, each bounded from below.
-GOODPUT_SHARES = ("goodput_request_share", "goodput_token_share")
-GOODPUT_METRICS = GOODPUT_SHARES + ("goodput_request_throughput",)
+GOODPUT_METRICS = tuple(GOODPUT_KEYS)
+GOODPUT_SHARES = tuple(m for m in GOODPUT_METRICS if m.endswith("_share"))
 BOUNDS = ("max", "min")
 DIMENSIONS = ("concurrency", "request_rate")
 

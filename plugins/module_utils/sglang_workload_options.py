@@ -284,7 +284,8 @@ def cache_target_problems(workload):
     if not isinstance(target, dict):
         return problems
     rate = target.get("rate")
-    if str(rate).strip().lower() == EXPECTED_HIT_RATE:
+    expected = str(rate).strip().lower() == EXPECTED_HIT_RATE
+    if expected:
         turns = as_number(workload.get("gsp_num_turns")) or 1
         if workload.get("dataset_name") != SHARED_PREFIX or turns > 1:
             problems.append(
@@ -297,8 +298,7 @@ def cache_target_problems(workload):
     if margin is None or not 0 <= margin < 1:
         problems.append(f"margin = {target.get('margin')!r}: must be a share within [0, 1), such as 0.1")
     measurement = workload.get("measurement")
-    if str(rate).strip().lower() == EXPECTED_HIT_RATE and isinstance(measurement, dict) \
-            and measurement.get("cache") == "warm":
+    if expected and isinstance(measurement, dict) and measurement.get("cache") == "warm":
         problems.append(f"rate {EXPECTED_HIT_RATE!r} is what a point from a flushed cache can reach: set "
                         "measurement.cache cold (sglang_bench_cache)")
     if isinstance(measurement, dict) and measurement.get("server_metrics") is False:
