@@ -37,7 +37,7 @@
 #      `exited` entries never match a live process's log (match_line skips them), so they cannot
 #      flag a healthy server whose request errors print the same frames. An exited entry's
 #      `unless` regex (a frame of the main process's launch path) anywhere in that traceback or
-#      dump keeps the entry from naming it.
+#      dump keeps the entry from naming it; its `near` must hold there as in rule 1.
 
 from __future__ import annotations
 
@@ -224,12 +224,8 @@ def match_line(catalog, line, after_seen=frozenset(), context=None):
             continue
         if entry["after_pattern"] is not None and entry["index"] not in after_seen:
             continue
-        if entry["near_pattern"] is not None and context is not None:
-            lines, position = context
-            low = max(0, position - entry["near_lines"])
-            high = min(len(lines), position + entry["near_lines"] + 1)
-            if not any(entry["near_pattern"].search(lines[i]) for i in range(low, high)):
-                continue
+        if entry["near_pattern"] is not None and context is not None and not _near(entry, *context):
+            continue
         return entry
     return None
 
@@ -517,8 +513,16 @@ def exited_match(catalog, lines, position):
     for line_position in range(low, high):
         for entry in entries:
             if entry["index"] not in vetoed and entry["pattern"].search(lines[line_position]):
+                if entry["near_pattern"] is not None and not _near(entry, lines, line_position):
+                    continue
                 return line_position, entry
     return None
+
+
+def _near(entry, lines, position):
+    low = max(0, position - entry["near_lines"])
+    high = min(len(lines), position + entry["near_lines"] + 1)
+    return any(entry["near_pattern"].search(lines[i]) for i in range(low, high))
 
 
 def fallback_report(

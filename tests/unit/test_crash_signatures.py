@@ -1140,3 +1140,36 @@ def test_unless_belongs_to_exited_entries_only():
     entry = {"class": "x", "regex": "y", "explanation": "e", "remedy": "r", "fatal": True, "unless": "z"}
     with pytest.raises(sglang_crash.CatalogError, match="unless"):
         sglang_crash.compile_catalog([entry])
+
+
+def _dump_without_sglang_frames():
+    # fit i4673: "Fatal Python error: Aborted" and its second thread only (linecache / traceback
+    # frames, no frame of SGLang's): the dump of a process whose own code is not in sight
+    lines = _corpus_lines("scheduler_exception/i4673-dp16-fatal-abort-watchdog-thread-dump.log")
+    fatal = next(i for i, line in enumerate(lines) if line.startswith("Fatal Python error"))
+    second = next(i for i, line in enumerate(lines) if i > fatal + 2 and line.startswith("Thread 0x"))
+    dump = lines[second : second + 6]
+    assert not any("sglang" in line for line in dump)
+    return lines[: fatal + 2] + dump
+
+
+def test_a_faulthandler_dump_names_a_scheduler_side_process(catalog):
+    # SGLang turns faulthandler on in the scheduler and the DP controller only: a fatal signal's
+    # thread dump right below "Fatal Python error" is theirs, even when it shows none of their frames
+    lines = _dump_without_sglang_frames()
+    assert sglang_crash.classify_burst(catalog, lines) is None
+    report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
+    assert report["crash_class"] == "scheduler_exception" and report["fallback"] is False
+    assert report["crash_line"].startswith("Thread 0x") and report["root_cause_line"] == "Fatal Python error: Aborted"
+    assert sglang_crash.classify_outcome(catalog, lines, exited=False)["outcome"] == sglang_crash.OUTCOME_CLEAN
+
+
+def test_a_dump_of_the_launch_path_or_far_from_its_fatal_line_names_no_process(catalog):
+    lines = _dump_without_sglang_frames()
+    # a main process run with PYTHONFAULTHANDLER=1: its main thread shows the launch path (`unless`)
+    launch = lines + ['  File "/sgl/python/sglang/launch_server.py", line 14 in <module>']
+    assert sglang_crash.classify_outcome(catalog, launch, exited=True)["report"]["crash_class"] == "unclassified_crash"
+    # a thread header that is not the one right below the fatal line (`near`, 3 lines)
+    fatal = next(i for i, line in enumerate(lines) if line.startswith("Fatal Python error"))
+    far = lines[: fatal + 1] + [""] * 4 + lines[fatal + 1 :]
+    assert sglang_crash.classify_outcome(catalog, far, exited=True)["report"]["crash_class"] == "unclassified_crash"
