@@ -201,6 +201,14 @@ elif [ "$PHASE" = vtime ]; then
   # verdict (if an earlier phase of this call had not already); the next ones find it.
   for i in 1 2 3 4; do step "validate_$i" playbooks/validate.yml -e tier="${VTIME_TIER:-baseline}"; done
   grep -h "prepare_server_args" -A1 "$REC"/validate_*.out | grep -v "^--" | tee -a "$REC/summary.txt"
+  # Where a repeated validation's time goes: two more runs, each output line stamped with the seconds since
+  # the run began (a task's time is its banner to the next banner; the first banner is ansible's own start).
+  for i in 1 2; do
+    "${AP[@]}" playbooks/validate.yml -e tier="${VTIME_TIER:-baseline}" 2>&1 \
+      | python3 -u -c 'import sys, time; t = time.monotonic(); [print(f"{time.monotonic() - t:8.3f} {line}", end="") for line in sys.stdin]' \
+      > "$REC/validate_stamped_$i.out"
+    grep -E "^ *[0-9.]+ (TASK|PLAY RECAP)" "$REC/validate_stamped_$i.out" | tail -40 >> "$REC/summary.txt"
+  done
 elif [ "$PHASE" = e ]; then
   n=$(find "$REC" -maxdepth 1 -name 'campaign_*.out' | wc -l)
   step "campaign_$((n + 1))" playbooks/campaign.yml -e "campaign=${CAMPAIGN:-data/campaigns/h200-tiny.yml}" \
