@@ -873,7 +873,11 @@ def test_a_weight_name_keyerror_in_a_load_path_is_weights_mismatch(catalog):
         ("KeyError: \"Parameter 'model.layers.61.eh_proj.weight' not found in MTP model.\"", True),
         ("ValueError: Missing keys ('model.norm.weight',) in loaded state!", True),
         # the warnings of the same wording that skip the weight and load on: a healthy start prints them
-        ("[2026-01-05 10:00:00 TP0] Parameter model.layers.0.self_attn.k_scale not found in params_dict, skip loading", False),
+        (
+            "[2026-01-05 10:00:00 TP0] Parameter model.layers.0.self_attn.k_scale not found in params_dict, "
+            "skip loading",
+            False,
+        ),
         ("[2026-01-05 10:00:00 TP0] Parameter lm_head.weight not found in model.", False),
         ("[2026-01-05 10:00:00 TP0] Parameter model.mtp.weight not found in params_dict", False),
     ],
@@ -1117,16 +1121,19 @@ def test_an_import_time_frame_does_not_name_the_scheduler(catalog):
     report = sglang_crash.classify_outcome(catalog, lines, exited=True)["report"]
     assert report["crash_class"] == "unclassified_crash"
     runtime = lines[:1] + [frame.replace("<module>", "forward")] + lines[2:]
-    assert sglang_crash.classify_outcome(catalog, runtime, exited=True)["report"]["crash_class"] == "scheduler_exception"
+    report = sglang_crash.classify_outcome(catalog, runtime, exited=True)["report"]
+    assert report["crash_class"] == "scheduler_exception"
 
 
 @pytest.mark.parametrize(
     "frame",
     [
         # 0.5.10.post1's scheduler mixins, 0.5.17 / 0.5.23's scheduler_components, 0.2.x's controller
-        '  File "/sgl/python/sglang/srt/managers/scheduler_output_processor_mixin.py", line 200, in process_batch_result_decode',
+        '  File "/sgl/python/sglang/srt/managers/scheduler_output_processor_mixin.py", line 200, '
+        "in process_batch_result_decode",
         '  File "/sgl/python/sglang/srt/managers/scheduler_components/batch_result_processor.py", line 88, in process',
-        '  File "/env/lib/python3.10/site-packages/sglang/srt/managers/controller/tp_worker.py", line 188, in exposed_step',
+        '  File "/env/lib/python3.10/site-packages/sglang/srt/managers/controller/tp_worker.py", line 188, '
+        "in exposed_step",
         '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 310, in capture',
     ],
 )
