@@ -279,12 +279,18 @@ def bench_settings(record):
     floor = int(((workload.get("measurement") or {}).get("min_requests")) or 0)
     planned = {int(c): max(num_prompts_for(c, counts["multiplier"], counts["floor"]), floor)
                for c in workload["concurrency"]}
-    # What each point sent: the plan, or what the client sized a short point to (its window).
+    # What each point sent: the plan, or what the client sized a short point to (its window). A point that
+    # started from the count the host kept for it (sglang_point_sizes: an earlier run of it sent more) says
+    # what it had planned.
     sent = {}
     for point in record.get("points") or []:
         concurrency, prompts = int(point["concurrency"]), int(point["num_prompts"])
         first = ((point.get("sized") or {}).get("first") or {}).get("num_prompts")
-        if concurrency not in planned or (first or prompts) != planned[concurrency]:
+        pinned = point.get("pinned") or {}
+        if pinned and (first or prompts) != pinned.get("num_prompts"):
+            raise ValueError(f"the record's point at c={concurrency} ({prompts} prompts) did not start at the count "
+                             f"it was pinned to ({pinned})")
+        if concurrency not in planned or (pinned.get("planned") or first or prompts) != planned[concurrency]:
             raise ValueError(f"the record's point at c={concurrency} ({prompts} prompts) is not the workload's plan "
                              f"{sorted(planned.items())}")
         sent.setdefault(concurrency, prompts)

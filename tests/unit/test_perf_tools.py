@@ -252,6 +252,20 @@ def test_bench_settings_send_what_a_sized_point_sent():
         perf.bench_settings(record(points=[point(1, 20, 1.0)]))
 
 
+def test_bench_settings_send_what_a_pinned_point_sent():
+    # A point that started from the count the host kept for it (an earlier run sent 18) planned 10.
+    pinned = dict(point(10, 18, 0.6), pinned={"planned": 10, "num_prompts": 18})
+    assert perf.bench_settings(record(points=[point(1, 8, 1.0), pinned]))["points"][:2] == [(1, 8), (10, 18)]
+    # Pinned and then sized anew: its first run was the pinned count.
+    resized = dict(point(10, 30, 0.6), pinned={"planned": 10, "num_prompts": 18},
+                   sized={"first": {"num_prompts": 18, "duration": 0.2}, "num_prompts": 30})
+    assert perf.bench_settings(record(points=[point(1, 8, 1.0), resized]))["points"][:2] == [(1, 8), (10, 30)]
+    with pytest.raises(ValueError, match="did not start at the count"):
+        perf.bench_settings(record(points=[dict(point(10, 20, 0.6), pinned={"planned": 10, "num_prompts": 18})]))
+    with pytest.raises(ValueError, match="not the workload"):
+        perf.bench_settings(record(points=[dict(point(10, 18, 0.6), pinned={"planned": 12, "num_prompts": 18})]))
+
+
 def test_num_prompts_and_client_flags():
     assert [perf.num_prompts_for(c, 1, 8) for c in (1, 10, 256)] == [8, 10, 256]
     assert perf.num_prompts_for(10, 2, 10) == 20
