@@ -20,7 +20,7 @@ count, the output file) and its window: the same workload at the same load again
 and tokenizer. The launch is not in it, on purpose: arms of one comparison should send the same
 prompts. A window or workload change is a new key. Delete the file to forget every size.
 
-Standard library only: this runs on the target host.
+Standard library and this project's module_utils only: this runs on the target host.
 """
 
 import hashlib
@@ -28,6 +28,11 @@ import json
 import os
 import tempfile
 import time
+
+try:  # Inside AnsiballZ.
+    from ansible.module_utils.sglang_bench_points import shared_prefix_prompts
+except ImportError:  # pytest and tools put module_utils on sys.path.
+    from sglang_bench_points import shared_prefix_prompts
 
 # bench_serving arguments that say where or how many, not what is sent.
 _RUN_FLAGS = ("--num-prompts", "--output-file", "--gsp-prompts-per-group")
@@ -79,8 +84,7 @@ def pin(spec, sizes, groups=None):
     kept = kept_size(sizes, size_key(spec["argv"], window))
     if kept is None:
         return None
-    if groups:
-        kept = -(-kept // int(groups)) * int(groups)
+    kept = shared_prefix_prompts(kept, groups)
     cap = int(window.get("max_prompts") or kept)
     kept = min(kept, cap)
     return kept if kept > int(spec["num_prompts"]) else None
