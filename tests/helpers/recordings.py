@@ -11,8 +11,10 @@ sglang_process.stop_processes (``stopped_entries``, ``replay_stop``)."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import re
+import shutil
 import signal
 from pathlib import Path
 
@@ -31,6 +33,41 @@ def records(phase: Path) -> list[dict]:
     """The phase's ledger records, in the order they were appended."""
     text = (phase / "results" / "ledger.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines() if line]
+
+
+def unpack_run(raw: Path, run_id: str, tmp_path: Path) -> dict:
+    """A recorded run's raw folder (``raw/<run_id>/*.gz``, as the phase folders keep it), gunzipped into
+    ``tmp_path``, with its plan's point specs pointed there and its client's end events:
+    ``{"specs": {point_id: spec}, "ends": {point_id: end event}}``."""
+    here = tmp_path / run_id
+    here.mkdir()
+    for packed in (raw / run_id).glob("*.gz"):
+        with gzip.open(packed, "rb") as src, open(here / packed.name[: -len(".gz")], "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    plan = json.loads((here / "plan.json").read_text())
+    specs = {}
+    for spec in plan["points"]:
+        spec = dict(spec, output_file=str(here / (spec["id"] + ".jsonl")))
+        spec.setdefault("concurrency", int(spec["id"].split("_")[0][1:]))
+        spec.setdefault("repeat", int(spec["id"].split("_r")[1]))
+        specs[spec["id"]] = spec
+    ends = {e["id"]: e for e in bp.parse_status_lines((here / "client.log").read_text()) if e.get("event") == "end"}
+    return {"specs": specs, "ends": ends}
+
+
+def todays_point(run: dict, point_id: str) -> dict:
+    """What run_plan does with a point's end event, today: a point the client sized anew ran with the
+    prompts its end event says."""
+    end = run["ends"][point_id]
+    spec = dict(run["specs"][point_id], num_prompts=end["num_prompts"])
+    return bp.evaluate_point(spec, 0, end["rc"], False, "", end=end)
+
+
+def recorded_point(record: dict, point_id: str) -> dict:
+    """The ledger point of ``record`` that ``point_id`` (``c<concurrency>_r<repeat>``) names."""
+    concurrency, repeat = int(point_id.split("_")[0][1:]), int(point_id.split("_r")[1])
+    (point,) = [p for p in record["points"] if p["concurrency"] == concurrency and p.get("repeat", 0) == repeat]
+    return point
 
 
 def client_events(phase: Path, record: dict) -> list[dict]:

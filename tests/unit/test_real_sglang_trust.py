@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import statistics
 
 import pytest
 import sglang_bench_points as bp
 import sglang_compare
 import sglang_point_window as window
+from helpers import recordings
 from helpers.paths import FIXTURES
 
 REC = FIXTURES / "real-sglang" / "0.5.17-h200-tp1" / "phase-quality-trust"
@@ -34,35 +34,10 @@ def ledger() -> list[dict]:
 
 
 def unpacked(run_id: str, tmp_path) -> dict:
-    """The run's raw folder, gunzipped into tmp_path, with its plan's specs pointed there."""
-    here = tmp_path / run_id
-    here.mkdir()
-    for packed in (REC / "raw" / run_id).glob("*.gz"):
-        with gzip.open(packed, "rb") as src, open(here / packed.name[: -len(".gz")], "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    plan = json.loads((here / "plan.json").read_text())
-    specs = {}
-    for spec in plan["points"]:
-        spec = dict(spec, output_file=str(here / (spec["id"] + ".jsonl")))
-        spec.setdefault("concurrency", int(spec["id"].split("_")[0][1:]))
-        spec.setdefault("repeat", int(spec["id"].split("_r")[1]))
-        specs[spec["id"]] = spec
-    ends = {e["id"]: e for e in bp.parse_status_lines((here / "client.log").read_text()) if e.get("event") == "end"}
-    return {"specs": specs, "ends": ends}
+    return recordings.unpack_run(REC / "raw", run_id, tmp_path)
 
 
-def todays_point(run, point_id):
-    """What run_plan does with a point's end event: a point the client sized anew ran with the
-    prompts its end event says."""
-    end = run["ends"][point_id]
-    spec = dict(run["specs"][point_id], num_prompts=end["num_prompts"])
-    return bp.evaluate_point(spec, 0, end["rc"], False, "", end=end)
-
-
-def recorded_point(record, point_id):
-    concurrency, repeat = int(point_id.split("_")[0][1:]), int(point_id.split("_r")[1])
-    (point,) = [p for p in record["points"] if p["concurrency"] == concurrency and p.get("repeat", 0) == repeat]
-    return point
+todays_point, recorded_point = recordings.todays_point, recordings.recorded_point
 
 
 @pytest.mark.parametrize("point_id", ["c1_r0", "c16_r0"])
