@@ -40,7 +40,7 @@ def unpack_run(raw: Path, run_id: str, tmp_path: Path) -> dict:
     ``tmp_path``, with its plan's point specs pointed there and its client's end events:
     ``{"specs": {point_id: spec}, "ends": {point_id: end event}}``."""
     here = tmp_path / run_id
-    here.mkdir()
+    here.mkdir(parents=True)
     for packed in (raw / run_id).glob("*.gz"):
         with gzip.open(packed, "rb") as src, open(here / packed.name[: -len(".gz")], "wb") as dst:
             shutil.copyfileobj(src, dst)

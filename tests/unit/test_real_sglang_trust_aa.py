@@ -140,7 +140,7 @@ def test_what_differs_between_starts_is_the_servers_time_per_token():
     assert _cv(throughput) > 0.05
     assert statistics.correlation(throughput, [1 / p["mean_tpot_ms"] for p in ones]) > 0.99
     for count in (553, 694):
-        pairs = [(one, sixteen) for one, sixteen in zip(ones, sixteens) if sixteen["num_prompts"] == count]
+        pairs = [(one, sixteen) for one, sixteen in zip(ones, sixteens, strict=True) if sixteen["num_prompts"] == count]
         slow = [one["median_itl_ms"] for one, _ in pairs]
         fast16 = [sixteen["output_throughput"] for _, sixteen in pairs]
         assert statistics.correlation([1 / x for x in slow], fast16) > 0.4

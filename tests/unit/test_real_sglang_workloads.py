@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import shutil
 
 import pytest
 import sglang_bench_points as bp
@@ -26,6 +25,7 @@ import sglang_point_sizes as sizes
 import sglang_point_window as window
 import sglang_workload_options as options
 import yaml
+from helpers import recordings
 from helpers.paths import FIXTURES, REPO
 
 REC = FIXTURES / "real-sglang" / "0.5.17-h200-tp1" / "phase-e-workloads"
@@ -60,40 +60,21 @@ CELLS = [r["campaign"]["cell"] for r in ledger()]
 
 
 def unpacked(record, tmp_path) -> dict:
-    """The cell's raw folder, gunzipped into tmp_path: its plan's specs pointed there, with what
+    """The cell's raw folder, gunzipped into tmp_path (recordings.unpack_run), each plan spec given what
     today's sglang_bench gives every point of the record's workload beyond the client's plan
-    (point_extras: the workload's cache_hit_target among them), and the client's end events."""
-    here = tmp_path / record["run_id"]
-    here.mkdir(parents=True)
-    for packed in (REC / "raw" / record["run_id"]).glob("*.gz"):
-        with gzip.open(packed, "rb") as src, open(here / packed.name[: -len(".gz")], "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    plan = json.loads((here / "plan.json").read_text())
-    specs, planned = {}, {}
-    for spec in plan["points"]:
+    (point_extras: the workload's cache_hit_target among them); ``planned`` keeps, per point, the
+    recorded plan's and today's values of those keys."""
+    run = recordings.unpack_run(REC / "raw", record["run_id"], tmp_path)
+    planned = {}
+    for point_id, spec in run["specs"].items():
         argv = spec["argv"]
         extras = bp.point_extras(record["workload"], argv[argv.index("--host") + 1], argv[argv.index("--port") + 1])
-        planned[spec["id"]] = {k: spec.get(k) for k in bp.PLAN_EXTRAS}, {k: extras.get(k) for k in bp.PLAN_EXTRAS}
-        spec = dict(spec, **extras, output_file=str(here / (spec["id"] + ".jsonl")))
-        spec.setdefault("concurrency", int(spec["id"].split("_")[0][1:]))
-        spec.setdefault("repeat", int(spec["id"].split("_r")[1]))
-        specs[spec["id"]] = spec
-    ends = {e["id"]: e for e in bp.parse_status_lines((here / "client.log").read_text()) if e.get("event") == "end"}
-    return {"specs": specs, "ends": ends, "planned": planned}
+        planned[point_id] = {k: spec.get(k) for k in bp.PLAN_EXTRAS}, {k: extras.get(k) for k in bp.PLAN_EXTRAS}
+        run["specs"][point_id] = dict(spec, **{k: v for k, v in extras.items() if k != "output_file"})
+    return dict(run, planned=planned)
 
 
-def todays_point(run, point_id):
-    """What run_plan does with a point's end event: a point the client sized anew ran with the
-    prompts its end event says."""
-    end = run["ends"][point_id]
-    spec = dict(run["specs"][point_id], num_prompts=end["num_prompts"])
-    return bp.evaluate_point(spec, 0, end["rc"], False, "", end=end)
-
-
-def recorded_point(record, point_id):
-    concurrency, repeat = int(point_id.split("_")[0][1:]), int(point_id.split("_r")[1])
-    (point,) = [p for p in record["points"] if p["concurrency"] == concurrency and p.get("repeat", 0) == repeat]
-    return point
+todays_point, recorded_point = recordings.todays_point, recordings.recorded_point
 
 
 def todays_campaign():
