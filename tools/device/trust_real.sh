@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # PHASE=trust of make real-gpu-check: what issue 23 asks to see on real SGLang (docs/benchmark.md, "What a
-# point can support"). Not run yet: written 2026-12-06, when the session's device time was spent.
+# point can support"). Recorded: tests/fixtures/real-sglang/0.5.17-h200-tp1/phase-quality-trust/, phase-trust-slo/
+# and phase-trust-aa/ (twelve A/A starts, TRUST_CASES=aa PAIRS=6 twice), each on the lent card, an H100 those days.
 #   bash tools/device/trust_real.sh REC ansible-playbook-argv...
 # 1. The A/A: experiment.yml -e tier=baseline PAIRS times (default 6, three pairs), each a server start,
 #    with the inventory's window (5 s): every comparison must say no verdict or indistinguishable, never
