@@ -35,6 +35,13 @@ def records(phase: Path) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line]
 
 
+def packed_records(folder: Path) -> list[dict]:
+    """The ledger records of a phase folder that keeps its ledger gzipped (``ledger.jsonl.gz``), in
+    the order they were appended."""
+    with gzip.open(folder / "ledger.jsonl.gz", "rt") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 def unpack_run(raw: Path, run_id: str, tmp_path: Path) -> dict:
     """A recorded run's raw folder (``raw/<run_id>/*.gz``, as the phase folders keep it), gunzipped into
     ``tmp_path``, with its plan's point specs pointed there and its client's end events:

@@ -24,6 +24,7 @@ import itertools
 import json
 
 import sglang_quality as q
+from helpers import recordings
 from helpers.paths import FIXTURES
 
 REC = FIXTURES / "real-sglang" / "0.5.17-h200-tp1" / "phase-quality-trust"
@@ -39,9 +40,8 @@ BLOCK_HOLDS = ("status", "prompt_set", "batch_vs_single", "seconds", "error")
 OUTPUT_KEYS = {"id", "token_ids", "logprobs", "text", "finish_reason"}
 
 
-def ledger():
-    with gzip.open(REC / "ledger.jsonl.gz", "rt") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+def ledger() -> list[dict]:
+    return recordings.packed_records(REC)
 
 
 def phase():

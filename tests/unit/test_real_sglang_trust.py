@@ -29,8 +29,7 @@ STARTS = (0, 1, 4, 5, 8, 10)
 
 
 def ledger() -> list[dict]:
-    with gzip.open(REC / "ledger.jsonl.gz", "rt") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return recordings.packed_records(REC)
 
 
 def unpacked(run_id: str, tmp_path) -> dict:

@@ -24,8 +24,7 @@ REC = FIXTURES / "real-sglang" / "0.5.17-h200-tp1" / "phase-trust-aa"
 
 
 def ledger() -> list[dict]:
-    with gzip.open(REC / "ledger.jsonl.gz", "rt") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return recordings.packed_records(REC)
 
 
 def starts() -> list[dict]:

@@ -11,7 +11,6 @@ server-side hit rate is moved out of its band must fail as workload_mismatch."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 
@@ -47,8 +46,7 @@ RUN_PLAN_KEYS = (
 
 
 def ledger() -> list[dict]:
-    with gzip.open(REC / "ledger.jsonl.gz", "rt") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return recordings.packed_records(REC)
 
 
 def cell(name: str) -> dict:
