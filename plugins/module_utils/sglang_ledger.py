@@ -465,7 +465,7 @@ def build_record(
 
     ``warmup`` is module sglang_warmup's summary (its rounds' seconds); ``campaign`` names the
     campaign cell the record is (module_utils/sglang_campaign.py cell_record). Both are kept
-    only when given. So is ``quality``, the output-quality check's block (module sglang_quality_check,
+    only when given. So is ``quality``, the output-quality check's block (module sglang_bench's quality option,
     with its ``comparison`` added by sglang_ledger_append; docs/quality.md).
 
     ``status`` is "success" only when nothing failed, there is at least one

@@ -3,10 +3,11 @@
 """The output-quality check: greedy outputs of a fixed prompt set, compared with the baseline's.
 
 A speed-up that changes the answers is not a speed-up (issue 25, docs/quality.md). After the
-benchmark, on the same server, module sglang_quality_check sends the prompts of
-data/quality.yml to SGLang's native ``/generate``, greedily (temperature 0, a fixed
-``max_new_tokens``, ``return_logprob``), one request at a time and once more in batches of
-``batch_size`` texts per request, and keeps each output's token ids and the log-probabilities
+benchmark, on the same server and in the same task (module sglang_bench's ``quality``
+option, ``quality_block``), the prompts of data/quality.yml go to SGLang's native
+``/generate``, greedily (temperature 0, a fixed ``max_new_tokens``, ``return_logprob``), one
+request at a time and once more in batches of ``batch_size`` texts per request; the block keeps
+each output's token ids and the log-probabilities
 of the chosen tokens. SGLang returns them as ``meta_info.output_token_logprobs``, one
 ``[logprob, token_id, text or None]`` per output token (TokenizerManager
 detokenize_logprob_tokens; the text only with ``return_text_in_logprobs``).
@@ -286,6 +287,22 @@ def collect(url, data, sender=post_json, clock=time.monotonic, flush=None):
         return block
     block["batch_vs_single"] = compare(block["outputs"]["batch"], block["outputs"]["single"])
     return block
+
+
+def quality_block(address, port, data, flush=True, check_mode=False, sender=post_json):
+    """The record's ``quality`` block for the server at ``address``:``port``: ``collect`` over the
+    prompt set ``data`` (a valid one: ``check_prompt_set`` found no problem), each pass from a
+    flushed prefix cache when ``flush``. With ``enabled`` false, or in check mode, nothing is sent
+    and the block says ``off`` with the reason."""
+    url = f"http://{address}:{port}/generate"
+    if not data["enabled"] or check_mode:
+        return {
+            "status": STATUS_OFF, "prompt_set": prompt_set_identity(data), "url": url, "error": None,
+            "reason": "check mode: nothing sent" if check_mode else "off for this run (enabled: false)",
+        }
+    base = f"http://{address}:{port}"
+    flusher = (lambda: flush_cache(base + "/flush_cache")) if flush else None
+    return collect(url, data, sender=sender, flush=flusher)
 
 
 # --- comparison -----------------------------------------------------------------------------

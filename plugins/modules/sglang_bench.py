@@ -143,6 +143,21 @@ options:
   tier:
     description: Tier id recorded in the provenance.
     type: str
+  quality:
+    description:
+      - The output-quality check's prompt set (data/quality.yml as role sglang_bench resolves it -
+        C(name), C(version), C(enabled), C(sampling), C(batch_size), C(timeout_s), C(prompts)),
+        checked before any request is sent.
+      - After the last point, when no point failed, its prompts go to the same server's native
+        C(/generate), greedily, one at a time and once more in batches, each pass from a flushed
+        prefix cache; RV(quality) is the record's C(quality) block (module_utils/sglang_quality.py,
+        docs/quality.md). Part of this task, not a task of its own, so a cycle makes one module
+        call fewer.
+      - A failed request never fails the task - the block says C(status=failed) and the points
+        are kept. With C(enabled=false), or in check mode, nothing is sent and the block says
+        C(status=off).
+      - Unset - no quality check.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -294,6 +309,13 @@ client_rc:
       read as the task's own failure; the points' C(status) say what failed).
   returned: when the client ran
   type: int
+quality:
+  description:
+    - The output-quality check's block (C(status) ok, failed or off, C(prompt_set), C(sampling),
+      C(batch_size), C(url), C(seconds), C(outputs), C(batch_vs_single), C(cache_flush), C(error);
+      docs/ledger.md). Absent when a point failed - the record step then records the failure.
+  returned: when O(quality) is given and no point failed
+  type: dict
 """
 
 import os
@@ -325,6 +347,7 @@ from ansible.module_utils.sglang_provenance import (
     server_log,
     server_tokenizer,
 )
+from ansible.module_utils.sglang_quality import check_prompt_set, quality_block
 from ansible.module_utils.sglang_warmup_rounds import (
     WARMUP_SETTINGS_OPTIONS,
     check_settings,
@@ -372,6 +395,13 @@ def _validate(module):
             msg="sglang_bench: {}; fix the value passed to the module (role sglang_bench: data/benchmark.yml, "
             "its sglang_bench_* overrides or the campaign workload).".format("; ".join(problems))
         )
+    if p["quality"] is not None:
+        problems = check_prompt_set(p["quality"])
+        if problems:
+            module.fail_json(
+                msg="sglang_bench: the output-quality check's prompt set is not valid: {}. Fix data/quality.yml "
+                "(docs/quality.md).".format("; ".join(problems))
+            )
 
 
 def _parse(module, specs):
@@ -486,6 +516,27 @@ def _interrupted(module, exc, specs, offsets, gate):
     )
 
 
+def _quality(module, points, gate):
+    """The output-quality check on the server the points just measured (option quality). Nothing
+    here loses the points: a request that fails is in the block, and anything else becomes a
+    failed block too; an interrupt fails the task as interrupted, with every point."""
+    p = module.params
+    try:
+        return quality_block(p["address"], p["port"], p["quality"])
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through raise_on_sigterm
+        name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+        module.fail_json(
+            msg=f"sglang_bench: interrupted by {name} during the output-quality check, after all "
+            f"{len(points)} point(s) had completed.",
+            failure_class="interrupted",
+            failure_step="benchmark",
+            points=points,
+            warmup=gate.summary if gate else None,
+        )
+    except Exception as exc:  # noqa: BLE001 - the record keeps the benchmark whatever the check hits
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+
 def main():
     argument_spec = dict(
         mode=dict(type="str", choices=["run", "parse"], default="run"),
@@ -502,6 +553,7 @@ def main():
         tier=dict(type="str"),
         standby_dir=dict(type="path"),
         sizes_file=dict(type="path"),
+        quality=dict(type="dict"),
     )
     argument_spec.update(WORKLOAD_ARGUMENT_SPEC)
     argument_spec.update(CLIENT_ARGUMENT_SPEC)
@@ -586,6 +638,8 @@ def main():
         extra = {}
         if warmup:
             extra["warmup"] = {"url": warmup["url"], "would_send": requests_in(warmup["rounds"])}
+        if p["quality"] is not None:
+            extra["quality"] = quality_block(p["address"], p["port"], p["quality"], check_mode=True)
         module.exit_json(
             changed=True,
             cmd=command,
@@ -674,6 +728,8 @@ def main():
     if gate:
         result["warmup"] = gate.summary
     failed = [point for point in points if point["status"] == POINT_FAILED]
+    if p["quality"] is not None and not failed:
+        result["quality"] = _quality(module, points, gate)
     if failed and p["fail_on_incomplete"]:
         module.fail_json(
             msg="sglang_bench: {} of {} point(s) failed: {}. Client output: {}".format(

@@ -108,7 +108,8 @@ options:
     type: dict
   quality:
     description:
-      - Module M(sglang_quality_check)'s block (the greedy outputs of data/quality.yml's prompts), kept as
+      - The output-quality check's block (M(sglang_bench)'s C(quality) option; the greedy outputs of
+        data/quality.yml's prompts), kept as
         the record's C(quality), with C(comparison) added - the outputs held against the host's latest
         earlier baseline record of the same prompt set, and the A/A floor (docs/quality.md). The
         comparison is made from the ledger as it is before the append, so the record keeps it.

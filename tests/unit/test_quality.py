@@ -397,26 +397,51 @@ def test_the_filter_refuses_a_bad_prompt_set_before_anything_runs():
         quality_filter()(small_set(batch_size=0), None, "x.yml")
 
 
-@pytest.mark.parametrize(("args", "reason"), [
-    ({"prompt_set": small_set(enabled=False)}, "off for this run (enabled: false)"),
-    ({"prompt_set": small_set(), "_ansible_check_mode": True}, "check mode: nothing sent"),
+@pytest.mark.parametrize(("data", "check_mode", "reason"), [
+    (small_set(enabled=False), False, "off for this run (enabled: false)"),
+    (small_set(), True, "check mode: nothing sent"),
 ])
-def test_the_module_sends_nothing_when_off_or_in_check_mode(tmp_path, args, reason):
+def test_the_check_sends_nothing_when_off_or_in_check_mode(data, check_mode, reason):
+    def sender(*_args):
+        raise AssertionError("nothing may be sent")
+
     # Port 9 (discard): a request would fail; none is sent.
-    result = run_module("sglang_quality_check", tmp_path, port=9, **args)
-    assert result["quality"]["status"] == "off" and result["quality"]["reason"] == reason, result
-    assert result["changed"] is False and not result.get("failed")
+    block = q.quality_block("127.0.0.1", 9, data, check_mode=check_mode, sender=sender)
+    assert block["status"] == "off" and block["reason"] == reason, block
+    assert block["url"] == "http://127.0.0.1:9/generate" and block["prompt_set"]["prompts"] == 3
 
 
-def test_the_module_keeps_a_failed_request_in_the_block_and_does_not_fail(tmp_path):
-    result = run_module("sglang_quality_check", tmp_path, port=9, prompt_set=small_set(timeout_s=2))
-    assert not result.get("failed") and result["quality"]["status"] == "failed", result
-    assert "no answer from http://127.0.0.1:9/generate" in result["quality"]["error"]
+def test_the_check_keeps_a_failed_request_in_the_block():
+    block = q.quality_block("127.0.0.1", 9, small_set(timeout_s=2))
+    assert block["status"] == "failed", block
+    assert "no answer from http://127.0.0.1:9/generate" in block["error"]
+    # Each pass starts from a flushed cache; the flush that failed is in the block, not an exception.
+    assert block["cache_flush"]["single"]["ok"] is False
 
 
-def test_the_module_refuses_a_bad_prompt_set(tmp_path):
-    result = run_module("sglang_quality_check", tmp_path, prompt_set=small_set(prompts=[]))
-    assert result["failed"] and "prompts must be a non-empty list" in result["msg"]
+def bench_args(tmp_path, **changes):
+    args = {
+        "client_command": ["false"], "output_dir": str(tmp_path / "raw"), "port": 9, "tokenizer": "tok",
+        "workload": {"concurrency": [1], "input_len": 8, "output_len": 8}, "num_prompts": 2,
+        "collect_provenance": False, "quality": small_set(),
+    }
+    args.update(changes)
+    return args
+
+
+def test_the_benchmark_refuses_a_bad_prompt_set_before_anything_runs(tmp_path):
+    # The check runs in the benchmark's own task (module sglang_bench, option quality); a prompt set
+    # that is not valid fails it before the client starts or a request is sent.
+    result = run_module("sglang_bench", tmp_path, **bench_args(tmp_path, quality=small_set(prompts=[])))
+    assert result["failed"] and "prompts must be a non-empty list" in result["msg"], result
+    assert "Fix data/quality.yml" in result["msg"]
+    assert not (tmp_path / "raw").exists()
+
+
+def test_the_benchmark_says_in_check_mode_that_the_check_would_send_nothing(tmp_path):
+    result = run_module("sglang_bench", tmp_path, _ansible_check_mode=True, **bench_args(tmp_path))
+    assert not result.get("failed"), result
+    assert result["quality"]["status"] == "off" and result["quality"]["reason"] == "check mode: nothing sent"
 
 
 def test_the_report_shows_the_quality_verdict_of_a_record_that_has_one():
