@@ -74,3 +74,36 @@ def test_the_experiments_later_steps_join_and_catch_what_their_own_check_would()
 def test_the_filter_names_a_missing_role():
     with pytest.raises(AnsibleFilterError, match="no_such_role"):
         _filter()(str(REPO / "roles"), ["no_such_role:stop"], [])
+
+
+def _imports_without_their_own_check():
+    """(file, role:entry) of every import_role/include_role in the roles and playbooks that turns its entry
+    point's own argument-spec check off."""
+    found = []
+    for path in sorted([*(REPO / "roles").glob("*/tasks/*.yml"), *(REPO / "playbooks").glob("*.yml")]):
+        stack = [yaml.safe_load(path.read_text())]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, list):
+                stack.extend(node)
+            elif isinstance(node, dict):
+                for key in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
+                    call = node.get(key)
+                    if isinstance(call, dict) and call.get("rolespec_validate") is False:
+                        found.append((path.relative_to(REPO).as_posix(),
+                                      f"{call['name']}:{call.get('tasks_from', 'main')}"))
+                stack.extend(value for value in node.values() if isinstance(value, (list, dict)))
+    return found
+
+
+def test_a_step_skips_its_own_check_only_when_check_steps_checked_it_before_the_lock():
+    """rolespec_validate: false is only for the entry points check_steps.yml checks before the lock, and only in
+    the files every caller reaches through validate.yml (the cycle, a campaign, the SLO search); the switch_tier
+    steps, which playbooks/start.yml reaches without it, keep their own check."""
+    steps = set(check_steps_task()["vars"]["__sglang_experiment_steps"])
+    found = _imports_without_their_own_check()
+    assert found, "the cycle skips no step's own check: the test has nothing to guard"
+    for where, step in found:
+        assert step in steps, f"{where}: {step} skips its own check but check_steps.yml does not check it"
+        assert where in {"roles/sglang_experiment/tasks/main.yml", "roles/sglang_experiment/tasks/measure.yml",
+                         "roles/sglang_experiment/tasks/record.yml", "roles/sglang_experiment/tasks/finish.yml"}, where
