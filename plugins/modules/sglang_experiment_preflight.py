@@ -12,7 +12,8 @@ version_added: "1.0.0"
 description:
   - Run by role sglang_experiment's validate entry point (and playbooks/validate.yml) after the
     tier's launch is composed and before the experiment lock and the verified stop. It reads,
-    it changes nothing.
+    and changes nothing but the launch script of O(script) - written only when every check
+    passed, so a refused tier leaves no script behind.
   - Checks the resolved benchmark settings (role sglang_bench's C(sglang_bench_cfg)), the
     launch's C(--port) (1-65535, the port the lifecycle and the client use, not held by a
     process other than the server this host recorded), the model (a local folder with
@@ -26,7 +27,6 @@ description:
     what to do (module_utils/sglang_preflight.py; docs/experiment.md, "Preflight").
 extends_documentation_fragment:
   - sglang_lab_attributes
-  - sglang_lab_attributes.read_only
   - sglang_lab_server.run_dir
   - sglang_lab_server.psutil
   - sglang_lab_server.patterns
@@ -106,6 +106,51 @@ options:
     type: list
     elements: str
     default: []
+  script:
+    description:
+      - The launch script to write (role sglang_launch's C(sglang_launch_script_file) when its caller writes the
+        script - role sglang_experiment's validate step), as module M(sglang_launch_script) writes it - the same
+        options, the same C(bash -n) check, atomic writes, the C(archive/) copy with O(script.meta). One module
+        call for what the render step and the preflight took two.
+      - C(bash -n) refusing the text is a problem like the others (check C(launch_script)); the script is written
+        only when no check found a problem. RV(script_sha256) is the text's.
+      - Unset - nothing is written; RV(script_sha256) is the launch's script file's, as found.
+    type: dict
+    suboptions:
+      path:
+        description: The launch script (the launch's C(script)).
+        type: path
+        required: true
+      content:
+        description: The script's text (the launch template rendered on the controller).
+        type: str
+        required: true
+      mode:
+        description: The script's mode.
+        type: raw
+        default: "0750"
+      dir_mode:
+        description: The mode of the script's directory when it is created.
+        type: raw
+        default: "0750"
+      archive:
+        description: Also keep the script by content in C(archive/) beside it, with O(script.meta).
+        type: bool
+        default: false
+      tier:
+        description: The tier id the archive's file names start with; required with O(script.archive).
+        type: str
+      meta:
+        description: What the archive's C(.json) records besides tier, script and script_sha256.
+        type: dict
+        default: {}
+attributes:
+  check_mode:
+    support: full
+    details: Runs every check and C(bash -n) on O(script.content); writes nothing.
+  idempotent:
+    support: full
+    details: Only O(script) is written, and a second run finds it as it should be.
 """
 
 EXAMPLES = r"""
@@ -133,7 +178,9 @@ checks:
   type: list
   elements: str
 script_sha256:
-  description: sha256 of the launch's rendered script (null when it is not written, e.g. in check mode).
+  description:
+    - sha256 of the launch script - O(script.content)'s when O(script) is given (in check mode too), else the
+      launch's script file's (null when there is none).
   returned: always
   type: str
 server_pids:
@@ -151,12 +198,20 @@ sim_model_complete:
       least O(sim_sharegpt_conversations) conversations (the validate step generates it only when not); else null.
   returned: always
   type: bool
+script:
+  description:
+    - What writing O(script) took, as M(sglang_launch_script) returns it - C(path), C(script_sha256),
+      C(script_changed), C(changed) and, with O(script.archive), C(archived_script) and C(archived_meta). In check
+      mode what it would write.
+  returned: when O(script) is given and every check passed
+  type: dict
 """
 
 import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.sglang_launch_file import SCRIPT_OPTIONS, launch_script_writes, write_all
 from ansible.module_utils.sglang_preflight import (
     PROBE,
     benchmark_problems,
@@ -245,6 +300,7 @@ def main():
         apply_patches=dict(type="bool", default=False),
         flashinfer_catalog=dict(type="dict", default={}),
         flashinfer_patch_files=dict(type="list", elements="str", default=[]),
+        script=dict(type="dict", options=SCRIPT_OPTIONS),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     if psutil is None:
@@ -325,6 +381,13 @@ def main():
             snapshot = {"available": False, "error": "module_utils nvidia_smi is not installed"}
         run("gpu", gpu_problems(snapshot, needed, pids, launch.get("env"), compiled, _cmdline))
 
+    # The launch script's text: bash -n, and what writing it takes (written below, only when no check failed).
+    script, writes = None, []
+    if p["script"]:
+        script, writes, refused = launch_script_writes(p["script"], module.run_command)
+        run("launch_script", [problem("launch_script", "sglang_launch_template", p["script"]["path"], refused)]
+            if refused else [])
+
     if p["apply_patches"] and not probe_error:
         run("flashinfer", flashinfer_problems(
             answer.get("flashinfer"), p["flashinfer_catalog"], launch.get("patches") or [],
@@ -335,7 +398,8 @@ def main():
         changed=False,
         problems=problems,
         checks=checks,
-        script_sha256=file_sha256_or_none(launch["script"]) if launch.get("script") else None,
+        script_sha256=(script or {}).get("script_sha256") if p["script"]
+        else file_sha256_or_none(launch["script"]) if launch.get("script") else None,
         sim_model_complete=(sim_model_complete(p["sim_model"], p["sim_sharegpt_conversations"] or 0)
                             if generated else None),
         server_pids=sorted(pids),
@@ -343,6 +407,14 @@ def main():
     )
     if problems:
         module.fail_json(msg=format_problems(problems), **result)
+    if p["script"]:
+        result["script"] = script
+        if writes and not module.check_mode:
+            try:
+                write_all(p["script"], writes)
+            except OSError as exc:
+                module.fail_json(msg=f"sglang_experiment_preflight: the launch script: {exc}", **result)
+        result["changed"] = bool(writes)
     module.exit_json(msg=f"tier {p['tier']}: every preflight check passed ({', '.join(checks)})", **result)
 
 

@@ -102,129 +102,31 @@ archived_meta:
   type: path
 """
 
-import hashlib
-import json
-import os
-import stat
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_ledger import launch_archive_paths
-
-
-def meta_document(tier, script, sha256, meta):
-    """The .json's bytes: the given meta with tier, script and script_sha256, sorted, indented."""
-    document = dict(meta or {})
-    document.update({"tier": tier, "script": script, "script_sha256": sha256})
-    return (json.dumps(document, indent=4, sort_keys=True) + "\n").encode("utf-8")
-
-
-def parse_mode(value, name):
-    """An octal mode given as "0750", "750" or an int (YAML 0750 is already 488)."""
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value), 8)
-    except ValueError:
-        raise ValueError(f"{name} {value!r} is not an octal mode such as '0750'") from None
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
-def _mode_of(path):
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return None
-
-
-def _write(path, data, mode):
-    """Write ``data`` to ``path`` atomically (temporary file in the same directory, then rename)."""
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
-def bash_syntax_error(module, data):
-    """What ``bash -n`` says of ``data`` (None when it accepts it), checked from a temporary file."""
-    handle, temporary = tempfile.mkstemp(prefix="sglang-launch-", suffix=".sh")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        rc, out, err = module.run_command(["bash", "-n", temporary])
-    finally:
-        os.unlink(temporary)
-    return None if rc == 0 else (err or out or f"bash -n exited {rc}").strip()
+from ansible.module_utils.sglang_launch_file import SCRIPT_OPTIONS, launch_script_writes, read_bytes, write_all
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            content=dict(type="str", required=True),
-            mode=dict(type="raw", default="0750"),
-            dir_mode=dict(type="raw", default="0750"),
-            archive=dict(type="bool", default=False),
-            tier=dict(type="str"),
-            meta=dict(type="dict", default={}),
-        ),
+        argument_spec=dict(SCRIPT_OPTIONS),
         required_if=[("archive", True, ("tier",))],
         supports_check_mode=True,
     )
     p = module.params
     name = "sglang_launch_script"
-    try:
-        mode, dir_mode = parse_mode(p["mode"], "mode"), parse_mode(p["dir_mode"], "dir_mode")
-    except ValueError as exc:
-        module.fail_json(msg=f"{name}: {exc}")
-    old = _read(p["path"])
-    script = p["content"].encode("utf-8")
-    problem = bash_syntax_error(module, script)
+    old = read_bytes(p["path"])
+    result, writes, problem = launch_script_writes(p, module.run_command)
     if problem:
-        module.fail_json(msg=f"{name}: bash -n refuses the rendered launch script for {p['path']}, so it was not "
-                         f"written: {problem}. The launch template (sglang_launch_template) made invalid shell.")
-    sha256 = hashlib.sha256(script).hexdigest()
-
-    writes = []  # (path, bytes, mode)
-    script_changed = old != script or _mode_of(p["path"]) != mode
-    if script_changed:
-        writes.append((p["path"], script, mode))
-    result = dict(path=p["path"], script_sha256=sha256, script_changed=script_changed)
-    if p["archive"]:
-        kept_script, kept_meta = launch_archive_paths(p["path"], p["tier"], sha256)
-        meta = meta_document(p["tier"], p["path"], sha256, p["meta"])
-        writes += [(path, data, kept_mode) for path, data, kept_mode in ((kept_script, script, 0o750),
-                                                                         (kept_meta, meta, 0o640))
-                   if _read(path) != data]
-        result.update(archived_script=kept_script, archived_meta=kept_meta)
-    result["changed"] = bool(writes)
-    if script_changed and module._diff:
+        module.fail_json(msg=f"{name}: {problem}")
+    if result["script_changed"] and module._diff:
         result["diff"] = {"before": (old or b"").decode("utf-8", "replace"), "after": p["content"],
                           "before_header": p["path"], "after_header": p["path"]}
     if module.check_mode or not writes:
         module.exit_json(**result)
     try:
-        for path, data, file_mode in writes:
-            folder = os.path.dirname(path)
-            if not os.path.isdir(folder):
-                os.makedirs(folder, exist_ok=True)
-                os.chmod(folder, dir_mode if path == p["path"] else 0o750)  # makedirs' mode obeys the umask
-            _write(path, data, file_mode)
+        write_all(p, writes)
     except OSError as exc:
-        module.fail_json(msg=f"{name}: cannot write {path}: {exc}", **result)
+        module.fail_json(msg=f"{name}: {exc}", **result)
     module.exit_json(**result)
 
 

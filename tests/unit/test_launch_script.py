@@ -77,3 +77,61 @@ def test_check_mode_with_content_writes_nothing(tmp_path):
     result = run_module(tmp_path, path=str(script), content=SCRIPT, archive=True, tier="t03",
                         _ansible_check_mode=True)
     assert result["changed"] is True and not script.parent.exists()
+
+
+# --- the same writer in the experiment's preflight (module_utils/sglang_launch_file.py) -----------------------
+
+
+def preflight(tmp_path, script, content, **changes):
+    """Module sglang_experiment_preflight with a launch whose port (0) and model (missing) are refused, and the
+    launch script to write (option script)."""
+    args = {
+        "tier": "t03",
+        "launch": {"tier": "t03", "script": str(script), "flags": {"--port": 0}, "target": "simulator",
+                   "model": str(tmp_path / "no-model"), "env": {}},
+        "run_dir": str(tmp_path / "run"), "bench_settings": {"concurrency": [1]},
+        "script": {"path": str(script), "content": content, "archive": True, "tier": "t03", "meta": {"hash": "h"}},
+    }
+    args.update(changes)
+    return _run("sglang_experiment_preflight", tmp_path, **args)
+
+
+def test_the_preflight_writes_no_script_for_a_tier_it_refuses(tmp_path):
+    script = tmp_path / "launch" / "t03.sh"
+    result = preflight(tmp_path, script, SCRIPT)
+    assert result["failed"] and "port" in result["checks"] and "launch_script" in result["checks"], result
+    # The text's checksum is known without writing it; nothing is written for a refused tier.
+    assert result["script_sha256"] == hashlib.sha256(SCRIPT.encode()).hexdigest()
+    assert not script.parent.exists() and "script" not in result
+
+
+def test_the_preflight_lists_bash_refusing_the_text_with_the_other_problems(tmp_path):
+    script = tmp_path / "launch" / "t03.sh"
+    result = preflight(tmp_path, script, "#!/usr/bin/env bash\nif then\n")
+    assert result["failed"], result
+    refused = [p for p in result["problems"] if p["check"] == "launch_script"]
+    assert len(refused) == 1 and "bash -n refuses the rendered launch script" in refused[0]["message"]
+    assert refused[0]["var"] == "sglang_launch_template"
+    assert any(p["check"] == "port" for p in result["problems"])  # every problem in one message
+    assert not script.parent.exists()
+
+
+def test_the_writer_decides_before_it_writes(tmp_path):
+    import sglang_launch_file as lf
+
+    def bash(argv):
+        import subprocess
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    script = tmp_path / "launch" / "t03.sh"
+    spec = {"path": str(script), "content": SCRIPT, "mode": "0750", "dir_mode": "0700", "archive": True,
+            "tier": "t03", "meta": {}}
+    result, writes, problem = lf.launch_script_writes(spec, bash)
+    assert problem is None and result["changed"] and len(writes) == 3 and not script.parent.exists()
+    lf.write_all(spec, writes)
+    assert script.read_text() == SCRIPT and oct(script.parent.stat().st_mode & 0o777) == "0o700"
+    again = lf.launch_script_writes(spec, bash)
+    assert again[1] == [] and again[0]["changed"] is False and again[0]["script_changed"] is False
+    assert lf.launch_script_writes({**spec, "mode": "rwx"}, bash)[2] == "mode 'rwx' is not an octal mode such as '0750'"
+    assert lf.launch_script_writes({**spec, "tier": None}, bash)[2] == "archive needs the tier"
