@@ -295,3 +295,30 @@ def test_anchor_events_and_load():
     assert perf.anchor_load_seconds(events) == pytest.approx(4.25)
     with pytest.raises(ValueError):
         perf.anchor_load_seconds(perf.parse_anchor_events("begin 1.0\nend 2.0 failed\n"))
+
+
+# --- rounds ---------------------------------------------------------------------------------------------------
+
+def _round(overhead, wall):
+    return dict(perf.cycle_figure(wall, 4.0, wall - 4.0 - overhead), record_id=f"r{wall}")
+
+
+def test_a_side_is_its_median_round_with_every_rounds_overhead():
+    rounds = [_round(14.05, 34.0), _round(9.92, 30.0), _round(11.04, 31.0)]
+    side = perf.median_side(rounds)
+    # The round with the median overhead, whole (its wall, load and record belong together).
+    assert side["record_id"] == "r31.0" and side["overhead_s"] == pytest.approx(11.04)
+    assert side["overhead_median_s"] == pytest.approx(11.04)
+    assert side["overheads_s"] == [14.05, 9.92, 11.04] and side["rounds"] == 3
+
+
+def test_an_even_count_shows_the_lower_middle_round_and_the_true_median():
+    side = perf.median_side([_round(12.0, 33.0), _round(9.0, 30.0)])
+    assert side["record_id"] == "r30.0"
+    assert side["overhead_median_s"] == pytest.approx(10.5)
+
+
+def test_one_round_is_its_own_median_and_no_round_is_an_error():
+    assert perf.median_side([_round(9.5, 30.0)])["overhead_median_s"] == pytest.approx(9.5)
+    with pytest.raises(ValueError, match="no rounds"):
+        perf.median_side([])
