@@ -89,7 +89,7 @@ STOP_SPEC = dict(
     grace_seconds=dict(type="float", default=30.0),
     kill_wait_seconds=dict(type="float", default=10.0),
     orphan_grace_seconds=dict(type="float", default=1.0),
-    workers_gone_grace_seconds=dict(type="float", default=0.5),
+    workers_gone_grace_seconds=dict(type="float", default=0.2),
     kill_by_pattern=dict(type="bool", default=True),
     max_rounds=dict(type="int", default=3),
     port_release_timeout_seconds=dict(type="float", default=15.0),

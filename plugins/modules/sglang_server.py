@@ -95,7 +95,7 @@ options:
             SIGKILL (SGLang 0.5.17's main process otherwise sleeps 5 s "before crash diagnostics"
             holding the port).
         type: float
-        default: 0.5
+        default: 0.2
       kill_by_pattern:
         description:
           - Also stop processes whose command line matches O(server.patterns) even when they are not
