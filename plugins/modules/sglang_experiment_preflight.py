@@ -13,7 +13,12 @@ description:
   - Run by role sglang_experiment's validate entry point (and playbooks/validate.yml) after the
     tier's launch is composed and before the experiment lock and the verified stop. It reads,
     and changes nothing but the launch script of O(script) - written only when every check
-    passed, so a refused tier leaves no script behind.
+    passed, so a refused tier leaves no script behind - and, with O(parser), the host's memo
+    of SGLang's acceptances.
+  - With O(parser), the last check is SGLang's own parser on the launch
+    (C(prepare_server_args(argv)) from the ml-env, module_utils/sglang_parser_check.py), run
+    only when every other check passed, so nothing that needs no SGLang waits for SGLang's
+    import, and answered from the host's memo when the same launch was accepted before.
   - Checks the resolved benchmark settings (role sglang_bench's C(sglang_bench_cfg)), the
     launch's C(--port) (1-65535, the port the lifecycle and the client use, not held by a
     process other than the server this host recorded), the model (a local folder with
@@ -106,6 +111,24 @@ options:
     type: list
     elements: str
     default: []
+  parser:
+    description:
+      - Run SGLang's own parser on the launch as the last check (role sglang_experiment passes it on real SGLang
+        targets, C(sglang_experiment_real_parser)); as module M(sglang_launch_parse) does, in the same module call
+        as the other checks.
+      - A refusal, or a parser that cannot answer (no SGLang, a timeout), is a problem (check C(real_parser)); an
+        acceptance is kept under O(parser.cache_dir) by content key.
+      - Unset - SGLang's parser is not run.
+    type: dict
+    suboptions:
+      cache_dir:
+        description: Where the host keeps SGLang's acceptances (C(sglang_launch_parser_cache_dir)).
+        type: path
+        required: true
+      timeout:
+        description: Seconds the parser may take (C(sglang_launch_real_parser_timeout)).
+        type: int
+        default: 300
   script:
     description:
       - The launch script to write (role sglang_launch's C(sglang_launch_script_file) when its caller writes the
@@ -198,6 +221,12 @@ sim_model_complete:
       least O(sim_sharegpt_conversations) conversations (the validate step generates it only when not); else null.
   returned: always
   type: bool
+parser:
+  description:
+    - SGLang's verdict on the launch, as M(sglang_launch_parse) returns it - C(accepted), C(cached), C(key),
+      C(sglang) (version, server_args_sha256), C(rc), C(output), C(seconds).
+  returned: when O(parser) is given and every other check passed
+  type: dict
 script:
   description:
     - What writing O(script) took, as M(sglang_launch_script) returns it - C(path), C(script_sha256),
@@ -212,6 +241,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.sglang_launch_file import SCRIPT_OPTIONS, launch_script_writes, write_all
+from ansible.module_utils.sglang_parser_check import check as parser_check
 from ansible.module_utils.sglang_preflight import (
     PROBE,
     benchmark_problems,
@@ -277,6 +307,28 @@ def _probe(module, launch, request):
         return None, f"{python} printed no answer: {out[-300:]!r}"
 
 
+def _real_parser(launch, settings):
+    """SGLang's verdict on the launch (module_utils/sglang_parser_check.py): ``(verdict or None, problems)``."""
+    interpreter, tier = launch.get("interpreter"), launch.get("tier")
+    missing = [key for key in ("interpreter", "argv", "tier") if not launch.get(key)]
+    if missing:
+        return None, [problem("real_parser", "sglang_launch_result", None,
+                              f"the launch lacks {', '.join(missing)}; pass sglang_launch_result whole.")]
+    try:
+        verdict = parser_check(interpreter, [str(a) for a in launch["argv"]],
+                               launch.get("env") or {}, settings["cache_dir"], settings["timeout"])
+    except RuntimeError as exc:
+        return None, [problem("real_parser", "sglang_lab_ml_env", interpreter,
+                              f"SGLang's own parser could not check tier '{tier}': {exc}.")]
+    if not verdict["accepted"]:
+        return verdict, [problem(
+            "real_parser", "sglang_launch_flags_override", tier,
+            "SGLang's own parser rejected tier '{}' ({} -c prepare_server_args(argv), rc {}): {}".format(
+                tier, interpreter, verdict["rc"], " | ".join(verdict["output"])),
+        )]
+    return verdict, []
+
+
 def main():
     argument_spec = dict(
         tier=dict(type="str", required=True),
@@ -301,6 +353,8 @@ def main():
         flashinfer_catalog=dict(type="dict", default={}),
         flashinfer_patch_files=dict(type="list", elements="str", default=[]),
         script=dict(type="dict", options=SCRIPT_OPTIONS),
+        parser=dict(type="dict", options=dict(cache_dir=dict(type="path", required=True),
+                                              timeout=dict(type="int", default=300))),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     if psutil is None:
@@ -405,6 +459,11 @@ def main():
         server_pids=sorted(pids),
         gpus_needed=needed,
     )
+    # SGLang's own parser last, only when nothing else is wrong: no other problem waits for its import.
+    if p["parser"] and not problems:
+        checks.append("real_parser")
+        result["parser"], found = _real_parser(launch, p["parser"])
+        problems.extend(found)
     if problems:
         module.fail_json(msg=format_problems(problems), **result)
     if p["script"]:
@@ -415,7 +474,12 @@ def main():
             except OSError as exc:
                 module.fail_json(msg=f"sglang_experiment_preflight: the launch script: {exc}", **result)
         result["changed"] = bool(writes)
-    module.exit_json(msg=f"tier {p['tier']}: every preflight check passed ({', '.join(checks)})", **result)
+    said = ""
+    if result.get("parser"):
+        verdict = result["parser"]
+        said = "; SGLang {} accepted it ({} in {:.2f} s)".format(
+            verdict["sglang"]["version"], "cached verdict" if verdict["cached"] else "parser run", verdict["seconds"])
+    module.exit_json(msg=f"tier {p['tier']}: every preflight check passed ({', '.join(checks)}){said}", **result)
 
 
 if __name__ == "__main__":

@@ -548,3 +548,61 @@ def test_the_ledger_mode_is_read_as_the_record_step_reads_it(mode, refused):
     assert bool(found) is refused
     if refused:
         assert found[0]["var"] == "sglang_bench_ledger_mode" and repr(mode) in found[0]["message"]
+
+
+# --- SGLang's own parser, the preflight's last check (module sglang_experiment_preflight, option parser) -------
+
+FAKE_ML_ENV_PYTHON = """#!/bin/bash
+# A stand-in for the ml-env's python: the fingerprint from importlib.metadata, then prepare_server_args,
+# which refuses --bad. Each parser run leaves a line in $0.runs.
+if [[ "$2" == *importlib* ]]; then
+  echo '{"installed": true, "version": "0.5.17", "server_args": "/x/server_args.py", "server_args_sha256": "abc"}'
+  exit 0
+fi
+echo run >> "$0.runs"
+if [[ " $* " == *" --bad "* ]]; then echo "error: unrecognized arguments: --bad" >&2; exit 2; fi
+echo "SGLang accepted the argv: ServerArgs m"
+"""
+
+
+def fake_python(tmp_path):
+    path = tmp_path / "python"
+    path.write_text(FAKE_ML_ENV_PYTHON)
+    path.chmod(0o755)
+    return path
+
+
+def parser_launch(python, *extra):
+    return {"tier": "t03", "interpreter": str(python), "argv": ["--model-path", "m", "--tp-size", "8", *extra],
+            "env": {"SGLANG_X": "1"}}
+
+
+def test_the_preflights_parser_check_keeps_an_acceptance_and_refuses_with_sglangs_words(tmp_path):
+    import sglang_experiment_preflight as module
+
+    python = fake_python(tmp_path)
+    settings = {"cache_dir": str(tmp_path / "cache"), "timeout": 30}
+    verdict, problems = module._real_parser(parser_launch(python), settings)
+    assert problems == [] and verdict["accepted"] and not verdict["cached"]
+    again, problems = module._real_parser(parser_launch(python), settings)
+    assert problems == [] and again["cached"] and again["key"] == verdict["key"]
+    assert (tmp_path / "python.runs").read_text().count("run") == 1  # the second answer is the memo's
+    refused, problems = module._real_parser(parser_launch(python, "--bad"), settings)
+    assert refused["accepted"] is False and len(problems) == 1
+    assert problems[0]["check"] == "real_parser"
+    assert "rejected tier 't03'" in problems[0]["message"] and "unrecognized arguments: --bad" in problems[0]["message"]
+    gone, problems = module._real_parser(parser_launch(tmp_path / "no-python"), settings)
+    assert gone is None and "could not check tier 't03'" in problems[0]["message"]
+
+
+def test_the_parser_waits_for_every_other_check(tmp_path):
+    """A launch refused for something that needs no SGLang (port 0, no model) never reaches SGLang's parser."""
+    from helpers.modules import run_module
+
+    python = fake_python(tmp_path)
+    launch = dict(parser_launch(python), flags={"--port": 0}, target="sglang", model=str(tmp_path / "no-model"))
+    result = run_module("sglang_experiment_preflight", tmp_path, tier="t03", launch=launch, run_dir=str(tmp_path),
+                        bench_settings={"concurrency": [1]}, parser={"cache_dir": str(tmp_path / "cache")})
+    assert result["failed"] and "port" in result["checks"], result
+    assert "real_parser" not in result["checks"] and "parser" not in result
+    assert not (tmp_path / "python.runs").exists() and not (tmp_path / "cache").exists()
