@@ -322,3 +322,15 @@ def test_one_round_is_its_own_median_and_no_round_is_an_error():
     assert perf.median_side([_round(9.5, 30.0)])["overhead_median_s"] == pytest.approx(9.5)
     with pytest.raises(ValueError, match="no rounds"):
         perf.median_side([])
+
+
+def test_an_ab_is_read_round_by_round():
+    _ab_spec = importlib.util.spec_from_file_location("perf_ab", REPO / "tools" / "perf_ab.py")
+    ab = importlib.util.module_from_spec(_ab_spec)
+    _ab_spec.loader.exec_module(ab)
+    summary = ab.paired_summary([12.26, 11.89, 12.71], [11.45, 10.46, 11.65])
+    assert summary["before_median_s"] == pytest.approx(12.26) and summary["after_median_s"] == pytest.approx(11.45)
+    assert summary["differences_s"] == [0.81, 1.43, 1.06]
+    assert summary["difference_median_s"] == pytest.approx(1.06)
+    with pytest.raises(ValueError, match="same number of rounds"):
+        ab.paired_summary([1.0], [1.0, 2.0])
