@@ -166,3 +166,40 @@ def check(interpreter, argv, env, cache_dir, timeout, run=subprocess.run, clock=
         os.makedirs(cache_dir, 0o750, exist_ok=True)
         _write(path, verdict)
     return dict(verdict, cached=False, seconds=round(clock() - began, 3))
+
+
+# Why launch_verdict could give no acceptance: the launch is incomplete, SGLang could not be asked, or
+# SGLang refused the argv.
+MISSING, UNANSWERED, REJECTED = "missing", "unanswered", "rejected"
+
+
+def launch_verdict(launch, cache_dir, timeout, run=subprocess.run):
+    """SGLang's verdict on a composed launch (role sglang_launch's ``sglang_launch_result``), for module
+    sglang_launch_parse and module sglang_experiment_preflight: ``(verdict, refusal)``.
+
+    ``verdict`` is ``check``'s (None when there is none); ``refusal`` is None when SGLang accepted the
+    argv, else ``{"kind", "var", "value", "message", "output"}``: MISSING, UNANSWERED or REJECTED, the
+    variable to fix and its value, what happened, and SGLang's last lines when it refused (each caller
+    lays them out in its own message)."""
+    interpreter, tier = launch.get("interpreter"), launch.get("tier")
+    missing = [key for key in ("interpreter", "argv", "tier") if not launch.get(key)]
+    if missing:
+        return None, {"kind": MISSING, "var": "sglang_launch_result", "value": None, "output": [],
+                      "message": f"the launch lacks {', '.join(missing)}; pass sglang_launch_result whole."}
+    try:
+        verdict = check(interpreter, [str(a) for a in launch["argv"]], launch.get("env") or {}, cache_dir, timeout,
+                        run=run)
+    except RuntimeError as exc:
+        return None, {"kind": UNANSWERED, "var": "sglang_lab_ml_env", "value": interpreter, "output": [],
+                      "message": f"SGLang's own parser could not check tier '{tier}': {exc}"}
+    if not verdict["accepted"]:
+        return verdict, {"kind": REJECTED, "var": "sglang_launch_flags_override", "value": tier,
+                         "output": verdict["output"],
+                         "message": f"SGLang's own parser rejected tier '{tier}' ({interpreter} -c "
+                                    f"prepare_server_args(argv), rc {verdict['rc']})"}
+    return verdict, None
+
+
+def answered(verdict):
+    """How an acceptance was reached: ``cached verdict in 0.13 s`` or ``parser run in 18.17 s``."""
+    return "{} in {:.2f} s".format("cached verdict" if verdict["cached"] else "parser run", verdict["seconds"])

@@ -241,7 +241,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.sglang_launch_file import SCRIPT_OPTIONS, launch_script_writes, write_all
-from ansible.module_utils.sglang_parser_check import check as parser_check
+from ansible.module_utils.sglang_parser_check import REJECTED, UNANSWERED, answered, launch_verdict
 from ansible.module_utils.sglang_preflight import (
     PROBE,
     benchmark_problems,
@@ -309,24 +309,15 @@ def _probe(module, launch, request):
 
 def _real_parser(launch, settings):
     """SGLang's verdict on the launch (module_utils/sglang_parser_check.py): ``(verdict or None, problems)``."""
-    interpreter, tier = launch.get("interpreter"), launch.get("tier")
-    missing = [key for key in ("interpreter", "argv", "tier") if not launch.get(key)]
-    if missing:
-        return None, [problem("real_parser", "sglang_launch_result", None,
-                              f"the launch lacks {', '.join(missing)}; pass sglang_launch_result whole.")]
-    try:
-        verdict = parser_check(interpreter, [str(a) for a in launch["argv"]],
-                               launch.get("env") or {}, settings["cache_dir"], settings["timeout"])
-    except RuntimeError as exc:
-        return None, [problem("real_parser", "sglang_lab_ml_env", interpreter,
-                              f"SGLang's own parser could not check tier '{tier}': {exc}.")]
-    if not verdict["accepted"]:
-        return verdict, [problem(
-            "real_parser", "sglang_launch_flags_override", tier,
-            "SGLang's own parser rejected tier '{}' ({} -c prepare_server_args(argv), rc {}): {}".format(
-                tier, interpreter, verdict["rc"], " | ".join(verdict["output"])),
-        )]
-    return verdict, []
+    verdict, refusal = launch_verdict(launch, settings["cache_dir"], settings["timeout"])
+    if not refusal:
+        return verdict, []
+    text = refusal["message"]
+    if refusal["kind"] == REJECTED:
+        text += ": " + " | ".join(refusal["output"])
+    elif refusal["kind"] == UNANSWERED:
+        text += "."
+    return verdict, [problem("real_parser", refusal["var"], refusal["value"], text)]
 
 
 def main():
@@ -477,8 +468,7 @@ def main():
     said = ""
     if result.get("parser"):
         verdict = result["parser"]
-        said = "; SGLang {} accepted it ({} in {:.2f} s)".format(
-            verdict["sglang"]["version"], "cached verdict" if verdict["cached"] else "parser run", verdict["seconds"])
+        said = "; SGLang {} accepted it ({})".format(verdict["sglang"]["version"], answered(verdict))
     module.exit_json(msg=f"tier {p['tier']}: every preflight check passed ({', '.join(checks)}){said}", **result)
 
 

@@ -78,7 +78,7 @@ parser:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_parser_check import check
+from ansible.module_utils.sglang_parser_check import MISSING, REJECTED, answered, launch_verdict
 
 
 def main():
@@ -91,29 +91,17 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    launch = p["launch"]
-    missing = [key for key in ("interpreter", "argv", "tier") if not launch.get(key)]
-    if missing:
-        module.fail_json(msg="sglang_launch_parse: the launch lacks {}; pass sglang_launch_result "
-                         "whole.".format(", ".join(missing)))
-    tier, interpreter = launch["tier"], launch["interpreter"]
-    try:
-        verdict = check(interpreter, [str(a) for a in launch["argv"]], launch.get("env") or {}, p["cache_dir"],
-                        p["timeout"])
-    except RuntimeError as exc:
-        module.fail_json(msg=f"sglang_launch: SGLang's own parser could not check tier '{tier}': {exc}")
-    if not verdict["accepted"]:
-        module.fail_json(
-            msg="sglang_launch: SGLang's own parser rejected tier '{}' ({} -c prepare_server_args(argv), "
-            "rc {}):\n{}".format(tier, interpreter, verdict["rc"], "\n".join(verdict["output"])),
-            parser=verdict,
-        )
+    verdict, refusal = launch_verdict(p["launch"], p["cache_dir"], p["timeout"])
+    if refusal:
+        prefix = "sglang_launch_parse: " if refusal["kind"] == MISSING else "sglang_launch: "
+        if refusal["kind"] == REJECTED:
+            module.fail_json(msg=prefix + refusal["message"] + ":\n" + "\n".join(refusal["output"]), parser=verdict)
+        module.fail_json(msg=prefix + refusal["message"])
     module.exit_json(
         changed=False,
         parser=verdict,
-        msg="SGLang {} accepted tier '{}' ({} in {:.2f} s)".format(
-            verdict["sglang"]["version"], tier, "cached verdict" if verdict["cached"] else "parser run",
-            verdict["seconds"]),
+        msg="SGLang {} accepted tier '{}' ({})".format(verdict["sglang"]["version"], p["launch"]["tier"],
+                                                      answered(verdict)),
     )
 
 
