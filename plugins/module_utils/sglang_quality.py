@@ -289,20 +289,18 @@ def collect(url, data, sender=post_json, clock=time.monotonic, flush=None):
     return block
 
 
-def quality_block(address, port, data, flush=True, check_mode=False, sender=post_json):
+def quality_block(address, port, data, check_mode=False, sender=post_json):
     """The record's ``quality`` block for the server at ``address``:``port``: ``collect`` over the
     prompt set ``data`` (a valid one: ``check_prompt_set`` found no problem), each pass from a
-    flushed prefix cache when ``flush``. With ``enabled`` false, or in check mode, nothing is sent
-    and the block says ``off`` with the reason."""
-    url = f"http://{address}:{port}/generate"
+    flushed prefix cache. With ``enabled`` false, or in check mode, nothing is sent and the block
+    says ``off`` with the reason."""
+    base = f"http://{address}:{port}"
     if not data["enabled"] or check_mode:
         return {
-            "status": STATUS_OFF, "prompt_set": prompt_set_identity(data), "url": url, "error": None,
+            "status": STATUS_OFF, "prompt_set": prompt_set_identity(data), "url": base + "/generate", "error": None,
             "reason": "check mode: nothing sent" if check_mode else "off for this run (enabled: false)",
         }
-    base = f"http://{address}:{port}"
-    flusher = (lambda: flush_cache(base + "/flush_cache")) if flush else None
-    return collect(url, data, sender=sender, flush=flusher)
+    return collect(base + "/generate", data, sender=sender, flush=lambda: flush_cache(base + "/flush_cache"))
 
 
 # --- comparison -----------------------------------------------------------------------------
