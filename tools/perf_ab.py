@@ -55,21 +55,13 @@ def worktree(revision, where):
 
 
 def measure(tree_perf, private, tier, baseline_tier, timeout, sids):
-    """One round for one revision: the baseline run, then the measured tier run; its overhead (s)."""
+    """One round for one revision: the baseline run, then the measured tier run, both the revision's own
+    playbooks (its run_playbook); the overhead (s) as this tree's `make perf` computes it."""
     rc, _, log = tree_perf.run_playbook(private, baseline_tier, timeout)
     if rc != 0:
         raise RuntimeError(f"{baseline_tier} failed in {private}: {tree_perf._playbook_failure(log)}")
-    rc, wall, log = tree_perf.run_playbook(private, tier, timeout)
-    work = private / "work"
-    state = tree_perf._read_json(work / "run" / "server.json") or {}
-    sids.append(state.get("sid"))
-    if rc != 0:
-        raise RuntimeError(f"{tier} failed in {private}: {tree_perf._playbook_failure(log)}")
-    record = tree_perf.measured_record(tree_perf.ledger_records((work / "results" / "ledger.jsonl").read_text()), tier)
-    load, _ = tree_perf.record_load_seconds(record, state, tree_perf._read_json(work / "run" / "wait_ready.json"))
-    traffic = (tree_perf.traffic_seconds(record["points"]) + tree_perf.warmup_seconds(record)
-               + tree_perf.quality_seconds(record))
-    return tree_perf.cycle_figure(wall, load, traffic)["overhead_s"]
+    ours, _ = perf._measure_ours(private, private / "work", tier, timeout, sids, run=tree_perf.run_playbook)
+    return ours["overhead_s"]
 
 
 def _load_perf(tree):

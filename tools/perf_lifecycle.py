@@ -545,9 +545,10 @@ def median_side(figures):
     return middle
 
 
-def _measure_ours(private, work, tier, timeout, sids):
-    """One measured playbook run of ``tier``: its figure and the record it wrote."""
-    rc, wall, log = run_playbook(private, tier, timeout)
+def _measure_ours(private, work, tier, timeout, sids, run=None):
+    """One measured playbook run of ``tier``: its figure and the record it wrote. ``run``: the function that
+    runs the playbook (run_playbook of this tree; tools/perf_ab.py passes another tree's)."""
+    rc, wall, log = (run or run_playbook)(private, tier, timeout)
     server_state = _read_json(work / "run" / "server.json") or {}
     sids.append(server_state.get("sid"))
     if rc != 0:
