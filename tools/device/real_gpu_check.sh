@@ -164,7 +164,7 @@ elif [ "$PHASE" = perf ]; then
   # of a launch finds it. Every ours run then finds the verdict; the parser's own time is in this step.
   if [ "${PERF_VALIDATE_FIRST:-0}" = 1 ]; then
     step validate_first playbooks/validate.yml -e tier=baseline
-    grep -E "prepare_server_args" -A2 "$REC/validate_first.out" | head -4 | tee -a "$REC/summary.txt"
+    grep -E "accepted (it|tier)" "$REC/validate_first.out" | head -2 | tee -a "$REC/summary.txt"
   fi
   # The workload as issue 24 measured it by hand (c=1 x 16, c=16 x 32): no measurement window, so
   # both sides send the same prompts (the by-hand cycle reads them from our record). The cache flush
@@ -175,7 +175,7 @@ elif [ "$PHASE" = perf ]; then
   # PERF_TAIL=0 skips the validation again and the stop (a call short of device time).
   if [ "${PERF_TAIL:-1}" = 1 ]; then
     step validate_again playbooks/validate.yml -e tier=baseline
-    grep -E "accepted tier|prepare_server_args" -A2 "$REC/validate_again.out" | head -6 | tee -a "$REC/summary.txt"
+    grep -E "accepted (it|tier)" "$REC/validate_again.out" | head -2 | tee -a "$REC/summary.txt"
     step stop_perf playbooks/stop.yml
   fi
 elif [ "$PHASE" = int ]; then
@@ -200,7 +200,7 @@ elif [ "$PHASE" = vtime ]; then
   # Issue 24's target: a repeated validation of an unchanged tier. The first run keeps SGLang's parser
   # verdict (if an earlier phase of this call had not already); the next ones find it.
   for i in 1 2 3 4; do step "validate_$i" playbooks/validate.yml -e tier="${VTIME_TIER:-baseline}"; done
-  grep -h "prepare_server_args" -A1 "$REC"/validate_*.out | grep -v "^--" | tee -a "$REC/summary.txt"
+  grep -hE "accepted (it|tier)" "$REC"/validate_*.out | tee -a "$REC/summary.txt"
   # Where a repeated validation's time goes: two more runs, each output line stamped with the seconds since
   # the run began (a task's time is its banner to the next banner; the first banner is ansible's own start).
   for i in 1 2; do
