@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 # --query-gpu fields in the order they are requested, with the fact name and type of each.
 GPU_FIELDS = (
@@ -303,11 +304,14 @@ def gpu_snapshot(run_command, nvidia_smi="nvidia-smi"):
             f"({os.environ.get('PATH', '')}). Install the NVIDIA driver utilities or pass the path of nvidia-smi.",
             "missing",
         )
-    gpu_result = run_command(query_gpu_argv(path))
-    apps_result = None
-    if gpu_result[0] == 0:
-        apps_result = run_command(query_apps_argv(path))
-    return build_snapshot(gpu_result, apps_result, path)
+    # Both queries at once: each nvidia-smi start opens NVML anew, and a snapshot is on the path of
+    # every preflight and verified stop (twice there). The process query's answer is used only when
+    # the GPU query answered; a hung nvidia-smi costs the same timeout either way.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        apps_future = pool.submit(run_command, query_apps_argv(path))
+        gpu_result = run_command(query_gpu_argv(path))
+        apps_result = apps_future.result()
+    return build_snapshot(gpu_result, apps_result if gpu_result[0] == 0 else None, path)
 
 
 def memory_by_gpu(snapshot):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import helpers.gpu as support
 import pytest
@@ -307,19 +308,38 @@ def test_stand_in_through_subprocess_runner(tmp_path, monkeypatch):
     snap = gpu_snapshot(subprocess_runner(30))
 
     assert snap == build_snapshot((0, gpu_text, ""), (0, apps_text, ""), str(stand_in))
-    assert support.stand_in_calls(stand_in) == [
+    # One call of each query; they run at once, so the log's order is either.
+    assert sorted(support.stand_in_calls(stand_in)) == sorted([
         " ".join(nvidia_smi.query_gpu_argv("x")[1:]),
         " ".join(nvidia_smi.query_apps_argv("x")[1:]),
-    ]
+    ])
 
 
 def test_stand_in_mismatch_through_subprocess_runner(tmp_path):
     text = read(support.SYNTH, "nvml-mismatch.txt")
-    stand_in = support.make_stand_in(tmp_path, {"query-gpu.out": text, "query-gpu.rc": "18"})
+    apps_text = read(support.SYNTH, "query-compute-apps-2gpu.csv")
+    stand_in = support.make_stand_in(tmp_path, {"query-gpu.out": text, "query-gpu.rc": "18",
+                                                "query-compute-apps.out": apps_text})
     snap = gpu_snapshot(subprocess_runner(30), str(stand_in))
     assert snap["error_class"] == "nvml_mismatch" and "status 18" not in snap["error"]
-    # The process query is not run once the GPU query failed.
-    assert len(support.stand_in_calls(stand_in)) == 1
+    # The process query ran beside the GPU query, but its answer proves nothing once the GPU query failed.
+    assert snap["processes"] == [] and snap["processes_known"] is False
+    assert snap == build_snapshot((18, text, ""), None, str(stand_in))
+
+
+def test_both_queries_are_in_flight_at_once():
+    """A snapshot costs one nvidia-smi start, not two: each query waits at a barrier that only both
+    together pass (queries made one after the other break it instead)."""
+    barrier = threading.Barrier(2, timeout=10)
+    gpu_text = read(support.SYNTH, "query-gpu-2gpu.csv")
+    apps_text = read(support.SYNTH, "query-compute-apps-2gpu.csv")
+
+    def run_command(argv):
+        barrier.wait()
+        return 0, (gpu_text if any(a.startswith("--query-gpu") for a in argv) else apps_text), ""
+
+    snap = gpu_snapshot(run_command, "/bin/true")
+    assert snap == build_snapshot((0, gpu_text, ""), (0, apps_text, ""), "/bin/true")
 
 
 def test_subprocess_runner_reports_missing_and_hang(tmp_path):
