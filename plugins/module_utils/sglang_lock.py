@@ -167,3 +167,41 @@ def release(path, token, force=False, check_mode=False):
         if not check_mode:
             os.unlink(path)
         return {"changed": True, "released": True, "holder": current}
+
+
+# The options of taking the lock, as module sglang_server_lock (state=present) and module
+# sglang_server's stop with its ``lock`` option take them: one spec for both.
+LOCK_SPEC = dict(
+    token=dict(type="str", required=True, no_log=False),
+    play=dict(type="str", default=""),
+    max_age_seconds=dict(type="int", default=86400),
+    force=dict(type="bool", default=False),
+)
+
+
+def take(module, run_dir, lock):
+    """Take the lock of ``run_dir`` for ``module`` with ``lock`` (LOCK_SPEC's options): creates the
+    directory (mode 0750) when missing, warns on a stale lock taken over, and fails the module -
+    naming the holder, with ``lock_refused`` true - when another experiment holds it. Returns
+    {changed, holder, took_over, path}."""
+    path = os.path.join(run_dir, LOCK_NAME)
+    if not os.path.isdir(run_dir):
+        if module.check_mode:
+            return {"changed": True, "holder": None, "took_over": None, "path": path}
+        os.makedirs(run_dir, mode=0o750)
+    result = acquire(path, lock["token"], lock["play"], lock["max_age_seconds"], lock["force"], module.check_mode)
+    if not result["acquired"]:
+        module.fail_json(
+            msg="the SGLang server on this host is locked by another experiment: {} (lock {}). Wait for "
+            "it to finish; if that run is dead on another controller, run playbooks/stop.yml -e "
+            "sglang_server_lock_force=true.".format(describe_holder(result["holder"]), path),
+            lock_refused=True,
+            holder=result["holder"],
+            path=path,
+        )
+    if result["took_over"]:
+        module.warn(
+            f"took over a stale experiment lock ({result['took_over']['reason']}): "
+            f"{describe_holder(result['took_over'])}"
+        )
+    return {"changed": result["changed"], "holder": result["holder"], "took_over": result["took_over"], "path": path}

@@ -115,6 +115,31 @@ options:
         description: Seconds to poll nvidia-smi until the stopped PIDs no longer hold GPU memory.
         type: float
         default: 60.0
+  lock:
+    description:
+      - C(state=stopped) - take the per-host experiment lock first, as M(sglang_server_lock) with
+        C(state=present) takes it, in the same call. A caller that locks and then stops (role
+        sglang_experiment's cycle) saves a module call. Nothing is looked at or stopped unless the
+        lock is held; another experiment's lock fails the call with RV(lock_refused) set.
+      - Left out, the stop takes no lock.
+    type: dict
+    suboptions:
+      token:
+        description: Identifies the holder (the role draws one per play).
+        type: str
+        required: true
+      play:
+        description: Name recorded for the holder (the play name).
+        type: str
+        default: ""
+      max_age_seconds:
+        description: A lock older than this is stale even when its holder cannot be checked; 0 means never.
+        type: int
+        default: 86400
+      force:
+        description: Take the lock whoever holds it.
+        type: bool
+        default: false
 attributes:
   check_mode:
     support: full
@@ -219,6 +244,16 @@ timings:
       all exited on SIGTERM.
   returned: state=stopped
   type: dict
+lock:
+  description:
+    - state=stopped with O(lock) - the lock taken (changed, holder, took_over, path), as
+      M(sglang_server_lock) returns it.
+  returned: state=stopped, with O(lock)
+  type: dict
+lock_refused:
+  description: state=stopped with O(lock) - true when another experiment holds the lock; nothing was stopped.
+  returned: when refused
+  type: bool
 interrupted:
   description: state=stopped - the signal that interrupted the stop (the rest was killed and the result verified).
   returned: when interrupted
@@ -304,6 +339,7 @@ log:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_lock import LOCK_SPEC
 from ansible.module_utils.sglang_server_ops import (
     READY_SPEC,
     STATES,
@@ -328,6 +364,7 @@ def main():
         settle_seconds=dict(type="float", default=0.5),
         stop=sub_option(STOP_SPEC),
         ready=sub_option(READY_SPEC),
+        lock=dict(type="dict", options=LOCK_SPEC),
     )
     module = AnsibleModule(
         argument_spec=argument_spec,

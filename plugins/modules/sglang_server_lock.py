@@ -85,50 +85,32 @@ path:
   description: The lock file.
   returned: always
   type: str
+lock_refused:
+  description: True when another experiment holds the lock (RV(holder) names it); the module failed.
+  returned: state=present, when refused
+  type: bool
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_lock import LOCK_NAME, acquire, describe_holder, release
+from ansible.module_utils.sglang_lock import LOCK_NAME, LOCK_SPEC, describe_holder, release, take
 
 
 def main():
     argument_spec = dict(
         run_dir=dict(type="path", required=True),
         state=dict(type="str", choices=["present", "absent"], default="present"),
-        token=dict(type="str", required=True, no_log=False),
-        play=dict(type="str", default=""),
-        max_age_seconds=dict(type="int", default=86400),
-        force=dict(type="bool", default=False),
+        **LOCK_SPEC,
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
-    if not os.path.isdir(p["run_dir"]):
-        if module.check_mode:
-            module.exit_json(
-                changed=p["state"] == "present", holder=None, took_over=None, path=os.path.join(p["run_dir"], LOCK_NAME)
-            )
-        os.makedirs(p["run_dir"], mode=0o750)
-    path = os.path.join(p["run_dir"], LOCK_NAME)
-
     if p["state"] == "present":
-        result = acquire(path, p["token"], p["play"], p["max_age_seconds"], p["force"], module.check_mode)
-        if not result["acquired"]:
-            module.fail_json(
-                msg="the SGLang server on this host is locked by another experiment: {} (lock {}). Wait for "
-                "it to finish; if that run is dead on another controller, run playbooks/stop.yml -e "
-                "sglang_server_lock_force=true.".format(describe_holder(result["holder"]), path),
-                holder=result["holder"],
-                path=path,
-            )
-        if result["took_over"]:
-            module.warn(
-                f"took over a stale experiment lock ({result['took_over']['reason']}): "
-                f"{describe_holder(result['took_over'])}"
-            )
-        module.exit_json(changed=result["changed"], holder=result["holder"], took_over=result["took_over"], path=path)
+        module.exit_json(**take(module, p["run_dir"], p))
 
+    path = os.path.join(p["run_dir"], LOCK_NAME)
+    if not os.path.isdir(p["run_dir"]):
+        module.exit_json(changed=False, holder=None, path=path)
     result = release(path, p["token"], p["force"], module.check_mode)
     if not result["released"]:
         module.fail_json(

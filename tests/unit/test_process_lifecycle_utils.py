@@ -7,6 +7,7 @@ session, started and always cleaned up here); fakes where a state cannot be prod
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -445,6 +446,62 @@ def test_lock_check_mode_writes_nothing(tmp_path):
     path = tmp_path / "sglang.lock"
     assert sglang_lock.acquire(str(path), "t", "p", check_mode=True)["changed"]
     assert not path.exists()
+
+
+class _LockModule:
+    """What sglang_lock.take needs of an AnsibleModule: check_mode, warn, fail_json (raises here)."""
+
+    def __init__(self, check_mode=False):
+        self.check_mode, self.warnings = check_mode, []
+
+    def warn(self, text):
+        self.warnings.append(text)
+
+    def fail_json(self, **result):
+        raise _Failed(result)
+
+
+class _Failed(Exception):
+    pass
+
+
+LOCK_OPTIONS = {"play": "p", "max_age_seconds": 86400, "force": False}
+
+
+def test_take_creates_the_run_dir_and_holds_the_lock(tmp_path):
+    run_dir = tmp_path / "run"
+    taken = sglang_lock.take(_LockModule(), str(run_dir), dict(LOCK_OPTIONS, token="mine"))
+    assert taken["changed"] and taken["path"] == str(run_dir / sglang_lock.LOCK_NAME)
+    assert json.loads((run_dir / sglang_lock.LOCK_NAME).read_text())["token"] == "mine"
+    assert not sglang_lock.take(_LockModule(), str(run_dir), dict(LOCK_OPTIONS, token="mine"))["changed"]
+
+
+def test_take_refuses_another_experiments_lock_and_leaves_it(tmp_path):
+    path = tmp_path / sglang_lock.LOCK_NAME
+    sglang_lock.acquire(str(path), "theirs", "their play", holder_pid=os.getpid())
+    before = path.read_text()
+    with pytest.raises(_Failed) as refused:
+        sglang_lock.take(_LockModule(), str(tmp_path), dict(LOCK_OPTIONS, token="mine"))
+    result = refused.value.args[0]
+    assert result["lock_refused"] is True and result["holder"]["token"] == "theirs"
+    assert "locked by another experiment" in result["msg"] and f"pid {os.getpid()}" in result["msg"]
+    assert path.read_text() == before
+
+
+def test_take_warns_when_it_takes_over_a_dead_holders_lock(tmp_path):
+    dead = subprocess.Popen(["/bin/true"])
+    dead.wait()
+    sglang_lock.acquire(str(tmp_path / sglang_lock.LOCK_NAME), "dead", "dead play", holder_pid=dead.pid)
+    module = _LockModule()
+    taken = sglang_lock.take(module, str(tmp_path), dict(LOCK_OPTIONS, token="mine"))
+    assert "no longer runs" in taken["took_over"]["reason"]
+    assert module.warnings and "took over a stale experiment lock" in module.warnings[0]
+
+
+def test_take_in_check_mode_writes_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    assert sglang_lock.take(_LockModule(check_mode=True), str(run_dir), dict(LOCK_OPTIONS, token="t"))["changed"]
+    assert not run_dir.exists()
 
 
 @pytest.mark.parametrize(
