@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 
 try:  # Inside AnsiballZ.
@@ -645,6 +646,30 @@ def tail(text, limit=4000):
     """Return the last ``limit`` characters of ``text``."""
     text = text or ""
     return text[-limit:]
+
+
+class Beside:
+    """``function(*args)`` run in a daemon thread beside the caller (module sglang_bench: the record's
+    provenance while the quality check's requests run). ``result()`` waits for it and returns what it
+    returned, or raises what it raised. A daemon, so a module that fails meanwhile (an interrupt) does
+    not wait for it to end."""
+
+    def __init__(self, function, *args):
+        self._outcome = {}
+        self._thread = threading.Thread(target=self._run, args=(function,) + args, daemon=True)
+        self._thread.start()
+
+    def _run(self, function, *args):
+        try:
+            self._outcome["value"] = function(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            self._outcome["error"] = exc
+
+    def result(self):
+        self._thread.join()
+        if "error" in self._outcome:
+            raise self._outcome["error"]
+        return self._outcome["value"]
 
 
 def run_client(argv, env=None, timeout=None, log_path=None, cwd=None, gate=None, clock=time.monotonic):

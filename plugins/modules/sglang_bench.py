@@ -322,6 +322,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_points import (
+    Beside,
     build_client_argv,
     client_settings,
     default_timeout,
@@ -708,9 +709,20 @@ def main():
     runs = outcome.get("runs") or [{}]
     # Whether the first client process was the standby one, imported while the server loaded.
     client["standby"] = bool(runs[0].get("standby"))
+    failed = [point for point in points if point["status"] == POINT_FAILED]
+    quality = None
+    if p["quality"] is not None and not failed:
+        # Where the numbers came from (/server_info, nvidia-smi, the ml-env's versions: a Python start
+        # and a package scan there) is read while the quality check's requests run, every point being
+        # measured by then: neither waits for the other.
+        provenance = Beside(_provenance, module, client)
+        quality = _quality(module, points, gate)
+        provenance = provenance.result()
+    else:
+        provenance = _provenance(module, client)
     facts = {
         "points": points,
-        "provenance": _provenance(module, client),
+        "provenance": provenance,
         "plan": specs,
         "command": command,
         "check_mode": False,
@@ -727,9 +739,8 @@ def main():
     )
     if gate:
         result["warmup"] = gate.summary
-    failed = [point for point in points if point["status"] == POINT_FAILED]
-    if p["quality"] is not None and not failed:
-        result["quality"] = _quality(module, points, gate)
+    if quality is not None:
+        result["quality"] = quality
     if failed and p["fail_on_incomplete"]:
         module.fail_json(
             msg="sglang_bench: {} of {} point(s) failed: {}. Client output: {}".format(

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psutil
@@ -863,3 +864,26 @@ def test_point_warmup_requests_after_the_warmup_rounds():
     assert bp.point_warmup_requests(None, False) is None
     assert bp.point_warmup_requests(2, True) == 2
     assert bp.point_warmup_requests(0, False) == 0
+
+
+def test_beside_runs_at_once_with_the_caller_and_hands_back_its_result():
+    """Module sglang_bench reads the record's provenance while the quality check's requests run: the
+    work handed to Beside runs while the caller goes on (both meet at a barrier that one alone cannot
+    pass), and result() gives what it returned."""
+    barrier = threading.Barrier(2, timeout=10)
+
+    def provenance(tag):
+        barrier.wait()
+        return {"collected": tag}
+
+    beside = bp.Beside(provenance, "yes")
+    barrier.wait()  # the caller's own work, meanwhile
+    assert beside.result() == {"collected": "yes"}
+
+
+def test_beside_raises_what_its_function_raised():
+    def broken():
+        raise ValueError("no nvidia-smi answer")
+
+    with pytest.raises(ValueError, match="no nvidia-smi answer"):
+        bp.Beside(broken).result()
