@@ -156,6 +156,19 @@ def test_health_and_info_endpoints(shared_server):
     assert (metrics.status_code, metrics.json()) == (404, {"detail": "Not Found"})
 
 
+def test_the_listening_socket_keeps_its_backlog(shared_server):
+    """A c=1024 warm-up connects 1024 clients at once: the simulator listens with its own backlog
+    (sglang_sim.server.LISTEN_BACKLOG), not the 128 that aiohttp's SockSite would set again; with 128 a
+    busy event loop lost 19 of them to resets on the 2-core CI machine. `ss` shows a listening socket's
+    backlog as its Send-Q (the kernel caps it at net.core.somaxconn)."""
+    from sglang_sim.server import LISTEN_BACKLOG
+
+    somaxconn = int(open("/proc/sys/net/core/somaxconn").read())
+    listed = subprocess.run(["ss", "-Hltn", f"sport = :{shared_server.port}"], capture_output=True, text=True,
+                            check=True).stdout.splitlines()
+    assert [int(line.split()[2]) for line in listed] == [min(LISTEN_BACKLOG, somaxconn)]
+
+
 def test_generate_non_stream(shared_server):
     body = {"text": "the batch is ready", "sampling_params": {"max_new_tokens": 7, "ignore_eos": True}}
     assert requests.post(shared_server.url + "/flush_cache", timeout=5).status_code == 200
