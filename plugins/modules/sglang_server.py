@@ -125,19 +125,19 @@ options:
     type: dict
     suboptions:
       token:
-        description: Identifies the holder (the role draws one per play).
+        description: The holder's token, as M(sglang_server_lock)'s option of that name.
         type: str
         required: true
       play:
-        description: Name recorded for the holder (the play name).
+        description: The name recorded for the holder, as M(sglang_server_lock)'s.
         type: str
         default: ""
       max_age_seconds:
-        description: A lock older than this is stale even when its holder cannot be checked; 0 means never.
+        description: When an unverifiable lock counts as stale, as M(sglang_server_lock)'s (0 never).
         type: int
         default: 86400
       force:
-        description: Take the lock whoever holds it.
+        description: Take the lock whoever holds it, as M(sglang_server_lock)'s.
         type: bool
         default: false
 attributes:
