@@ -18,7 +18,6 @@ import time
 from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.sglang_crash import CatalogError, compile_catalog
 from ansible.module_utils.sglang_lock import LOCK_NAME
-from ansible.module_utils.sglang_lock import take as take_lock
 from ansible.module_utils.sglang_process import (
     EXIT_NAME,
     KILL_PATTERNS,
@@ -270,20 +269,11 @@ def run_started(module, p):
 
 
 
-def _with_lock(report, lock):
-    """``report`` (exit_json or fail_json) with the lock taken in every result of the stop."""
-    return lambda *args, **result: report(*args, lock=lock, **result)
-
-
 def run_stopped(module, p):
     """state=stopped: the verified stop (every process of the server gone, its port free, its GPU memory released).
-    With ``lock``, the experiment lock is taken first; nothing is looked at unless it is held."""
+    Module sglang_server takes the experiment lock before it, when asked (option lock)."""
     started = time.monotonic()
     run_dir = p["run_dir"]
-    lock = take_lock(module, run_dir, p["lock"]) if p.get("lock") else None
-    if lock is not None:
-        module.exit_json = _with_lock(module.exit_json, lock)
-        module.fail_json = _with_lock(module.fail_json, lock)
     state_path = os.path.join(run_dir, STATE_NAME)
     pidfile = os.path.join(run_dir, PIDFILE_NAME)
     state = read_json(state_path) or {}

@@ -340,6 +340,7 @@ log:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_lock import LOCK_SPEC
+from ansible.module_utils.sglang_lock import take as take_lock
 from ansible.module_utils.sglang_server_ops import (
     READY_SPEC,
     STATES,
@@ -375,11 +376,16 @@ def main():
     state = module.params["state"]
     # Every result names the state it was asked for (RV(state)): a log or a test tells a stop
     # from a start from a ready-wait by the result alone.
+    # With O(lock), every result of the stop names the lock taken too (RV(lock)).
+    extra = {"state": state}
     exit_json, fail_json = module.exit_json, module.fail_json
-    module.exit_json = lambda **result: exit_json(state=state, **result)
-    module.fail_json = lambda msg, **result: fail_json(msg=msg, state=state, **result)
+    module.exit_json = lambda **result: exit_json(**extra, **result)
+    module.fail_json = lambda msg, **result: fail_json(msg=msg, **extra, **result)
     p = settings(module.params, "stop", "ready")
     if state == "stopped":
+        if p.get("lock"):
+            # Before the stop looks at anything: another experiment's lock fails here (lock_refused).
+            extra["lock"] = take_lock(module, p["run_dir"], p["lock"])
         run_stopped(module, p)
     elif state == "started":
         if not p["log_dir"]:
